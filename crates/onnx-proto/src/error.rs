@@ -1,0 +1,48 @@
+//! The error type of onnx-proto: every variant names the file it concerns.
+
+use std::path::PathBuf;
+
+/// Errors from reading and writing ONNX protobuf files.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be opened, read, mapped or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid protobuf encoding of the expected message.
+    #[error("{path}: not a valid ONNX {message} (malformed or truncated protobuf): {source}")]
+    Decode {
+        path: PathBuf,
+        message: &'static str,
+        #[source]
+        source: prost::DecodeError,
+    },
+    /// A tensor's external-data entry is missing a key, has a bad value, or is out of range.
+    #[error("{path}: tensor '{tensor}': external data: {reason}")]
+    ExternalData {
+        path: PathBuf,
+        tensor: String,
+        reason: String,
+    },
+    /// An external-data `location` is absolute or resolves outside the model's directory.
+    #[error("{path}: tensor '{tensor}': external data location '{location}' escapes the model directory")]
+    PathEscape {
+        path: PathBuf,
+        tensor: String,
+        location: String,
+    },
+    /// The model would exceed protobuf's 2 GiB limit and externalizing was disabled.
+    #[error("{path}: serialized model is {size} bytes, above protobuf's 2 GiB limit; save with external data")]
+    TooLarge { path: PathBuf, size: u64 },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::Io { path, source }
+}

@@ -1,0 +1,205 @@
+//! Loading and saving protobuf files: memory-mapped zero-copy decode, atomic writes, and the
+//! save-time externalization of large tensors.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::error::{io_err, Error, Result};
+use crate::external::{self, ExternalDataOptions};
+use crate::onnx::ModelProto;
+
+/// Protobuf's hard limit on one serialized message (2 GiB).
+pub const PROTOBUF_LIMIT: u64 = (1 << 31) - 1;
+
+/// A model as read from disk, with the directory its external data is relative to.
+#[derive(Debug, Clone)]
+pub struct LoadedModel {
+    /// The decoded model; `raw_data` fields share the file's (memory-mapped) buffer.
+    pub model: ModelProto,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// The directory external-data locations are resolved against.
+    pub dir: PathBuf,
+    /// Size of the file in bytes.
+    pub file_size: u64,
+    /// Bytes that decoding could not represent (fields unknown to the bundled schema or a
+    /// non-canonical encoding): `file_size - encoded_len`. Zero for a lossless round trip.
+    pub unrepresented_bytes: u64,
+}
+
+/// Reads a whole file into a `Bytes` without copying: files are memory-mapped.
+pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
+    let file = std::fs::File::open(path).map_err(io_err(path))?;
+    let len = file.metadata().map_err(io_err(path))?.len();
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: the map is read-only; onnx-opt never writes to a file it has mapped (every write
+    // goes to a temporary file that is renamed over the destination). A file changed by another
+    // process while mapped is outside what any reader can guard against.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
+    Ok(Bytes::from_owner(map))
+}
+
+/// Loads a model file (memory-mapped; tensor bytes are not copied).
+pub fn load_model(path: impl AsRef<Path>) -> Result<LoadedModel> {
+    let path = path.as_ref();
+    let bytes = map_file(path)?;
+    let dir = path
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p.to_path_buf()
+            }
+        })
+        .unwrap_or_else(|| PathBuf::from("."));
+    load_model_bytes(bytes, path, dir)
+}
+
+/// Decodes a model from a buffer; `path` is used in messages, `dir` for external data.
+pub fn load_model_bytes(bytes: Bytes, path: &Path, dir: PathBuf) -> Result<LoadedModel> {
+    let file_size = bytes.len() as u64;
+    let model = ModelProto::decode(bytes).map_err(|source| Error::Decode {
+        path: path.to_path_buf(),
+        message: "ModelProto",
+        source,
+    })?;
+    let unrepresented_bytes = file_size.saturating_sub(model.encoded_len() as u64);
+    Ok(LoadedModel {
+        model,
+        path: path.to_path_buf(),
+        dir,
+        file_size,
+        unrepresented_bytes,
+    })
+}
+
+/// Decodes any message (e.g. a test-data `TensorProto` or `SequenceProto`) from a file.
+pub fn decode_file<M: Message + Default>(path: impl AsRef<Path>) -> Result<M> {
+    let path = path.as_ref();
+    let bytes = map_file(path)?;
+    M::decode(bytes).map_err(|source| Error::Decode {
+        path: path.to_path_buf(),
+        message: std::any::type_name::<M>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("message"),
+        source,
+    })
+}
+
+/// Writes a file through a temporary file in the same directory and a rename, so that a
+/// failure never leaves a partial file at `path`.
+pub fn write_atomic(
+    path: impl AsRef<Path>,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let path = path.as_ref();
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".onnx-opt-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(io_err(path))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        write(&mut w).map_err(io_err(path))?;
+        w.flush().map_err(io_err(path))?;
+    }
+    tmp.as_file().sync_all().map_err(io_err(path))?;
+    tmp.persist(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// Encodes any message to a file atomically.
+pub fn encode_to_file<M: Message>(message: &M, path: impl AsRef<Path>) -> Result<()> {
+    let buf = message.encode_to_vec();
+    write_atomic(path, |w| w.write_all(&buf))
+}
+
+/// How [`save_model`] writes tensor data.
+#[derive(Debug, Clone, Default)]
+pub struct SaveOptions {
+    /// Externalize tensors at or above a size threshold into a data file beside the model.
+    pub external: Option<ExternalDataOptions>,
+    /// Refuse instead of externalizing automatically when the model would pass 2 GiB.
+    pub no_auto_external: bool,
+}
+
+/// Saves a model. `source_dir` is where its existing external-data locations resolve (the
+/// loaded model's directory); tensors stored there are carried over into the output.
+///
+/// A model whose serialized size would pass protobuf's 2 GiB limit is externalized
+/// automatically (tensors of 1 KiB and above), unless `no_auto_external` is set.
+pub fn save_model(
+    model: &ModelProto,
+    source_dir: Option<&Path>,
+    path: impl AsRef<Path>,
+    options: &SaveOptions,
+) -> Result<()> {
+    let path = path.as_ref();
+    let out_dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut ext = options.external.clone();
+    let has_external = external::any_external(model);
+    let same_dir = match source_dir {
+        Some(src) => same_directory(src, &out_dir),
+        None => true,
+    };
+    if ext.is_none() && !(has_external && !same_dir) && (model.encoded_len() as u64) <= PROTOBUF_LIMIT
+    {
+        let buf = model.encode_to_vec();
+        return write_atomic(path, |w| w.write_all(&buf));
+    }
+    let mut model = model.clone();
+    if has_external && !same_dir {
+        // The output lives elsewhere: bring external tensors in, then externalize them again
+        // (the input had them external, so the output keeps them external).
+        let src = source_dir.unwrap_or(Path::new("."));
+        external::inline_external_data(&mut model, src, path)?;
+        if ext.is_none() {
+            ext = Some(ExternalDataOptions::for_model(path, 1024));
+        }
+    }
+    if ext.is_none() && (model.encoded_len() as u64) > PROTOBUF_LIMIT {
+        if options.no_auto_external {
+            return Err(Error::TooLarge {
+                path: path.to_path_buf(),
+                size: model.encoded_len() as u64,
+            });
+        }
+        ext = Some(ExternalDataOptions::for_model(path, 1024));
+    }
+    if let Some(ext) = ext {
+        external::externalize(&mut model, &out_dir, &ext, path)?;
+    }
+    let size = model.encoded_len() as u64;
+    if size > PROTOBUF_LIMIT {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            size,
+        });
+    }
+    let buf = model.encode_to_vec();
+    write_atomic(path, |w| w.write_all(&buf))
+}
+
+fn same_directory(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests of onnx-opt: one binary, one module per area.
