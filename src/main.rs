@@ -1,5 +1,8 @@
-//! The `onnx-opt` command line: thin over the library.
+//! The `onnx-opt` command line: thin over the library. Parses arguments, runs one command,
+//! renders errors, and returns the exit code (0 success, 1 error, 2 usage, 3 check failed).
+
+mod cli;
 
 fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+    cli::main()
 }

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The file could not be opened, read, mapped or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
     /// The bytes are not a valid protobuf encoding of the expected message.
-    #[error("{path}: not a valid ONNX {message} (malformed or truncated protobuf): {source}")]
+    #[error("{path}: not a valid ONNX {message} (malformed or truncated protobuf)")]
     Decode {
         path: PathBuf,
         message: &'static str,
@@ -34,6 +34,9 @@ pub enum Error {
         tensor: String,
         location: String,
     },
+    /// The file is empty: no protobuf message of this kind can be empty and still be a model.
+    #[error("{path}: empty file, not an ONNX model")]
+    Empty { path: PathBuf },
     /// The model would exceed protobuf's 2 GiB limit and externalizing was disabled.
     #[error("{path}: serialized model is {size} bytes, above protobuf's 2 GiB limit; save with external data")]
     TooLarge { path: PathBuf, size: u64 },

@@ -8,7 +8,9 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::io::{map_file, write_atomic};
-use crate::onnx::{tensor_proto::DataLocation, GraphProto, ModelProto, StringStringEntryProto, TensorProto};
+use crate::onnx::{
+    tensor_proto::DataLocation, GraphProto, ModelProto, StringStringEntryProto, TensorProto,
+};
 
 /// Where one tensor's bytes live outside the model file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,11 +76,10 @@ pub fn external_data_info(t: &TensorProto, model_path: &Path) -> Result<Option<E
                     .map_err(|_| bad(format!("offset '{value}' is not a non-negative integer")))?
             }
             "length" => {
-                length = Some(
-                    value
-                        .parse()
-                        .map_err(|_| bad(format!("length '{value}' is not a non-negative integer")))?,
-                )
+                length =
+                    Some(value.parse().map_err(|_| {
+                        bad(format!("length '{value}' is not a non-negative integer"))
+                    })?)
             }
             // "checksum" and keys of future versions are kept in the proto and not interpreted.
             _ => {}
@@ -94,14 +95,23 @@ pub fn external_data_info(t: &TensorProto, model_path: &Path) -> Result<Option<E
 
 /// Resolves an external-data location against the model directory, refusing absolute paths,
 /// `..` components, and symlinks that lead out of the directory.
-pub fn resolve_external_path(dir: &Path, location: &str, model_path: &Path, tensor: &str) -> Result<PathBuf> {
+pub fn resolve_external_path(
+    dir: &Path,
+    location: &str,
+    model_path: &Path,
+    tensor: &str,
+) -> Result<PathBuf> {
     let escape = || Error::PathEscape {
         path: model_path.to_path_buf(),
         tensor: tensor.to_string(),
         location: location.to_string(),
     };
     let rel = Path::new(location);
-    if location.is_empty() || rel.is_absolute() || location.starts_with('/') || location.starts_with('\\') {
+    if location.is_empty()
+        || rel.is_absolute()
+        || location.starts_with('/')
+        || location.starts_with('\\')
+    {
         return Err(escape());
     }
     if rel
@@ -112,7 +122,9 @@ pub fn resolve_external_path(dir: &Path, location: &str, model_path: &Path, tens
     }
     let joined = dir.join(rel);
     let canon_dir = dir.canonicalize().map_err(crate::error::io_err(dir))?;
-    let canon = joined.canonicalize().map_err(crate::error::io_err(&joined))?;
+    let canon = joined
+        .canonicalize()
+        .map_err(crate::error::io_err(&joined))?;
     if !canon.starts_with(&canon_dir) {
         return Err(escape());
     }
@@ -151,7 +163,10 @@ pub(crate) fn read_external(t: &TensorProto, dir: &Path, model_path: &Path) -> R
 
 /// Calls `f` on every tensor of the model: initializers, sparse initializers, tensor
 /// attributes, in the main graph, every subgraph, functions and training info.
-pub fn for_each_tensor_mut(model: &mut ModelProto, f: &mut dyn FnMut(&mut TensorProto) -> Result<()>) -> Result<()> {
+pub fn for_each_tensor_mut(
+    model: &mut ModelProto,
+    f: &mut dyn FnMut(&mut TensorProto) -> Result<()>,
+) -> Result<()> {
     if let Some(g) = model.graph.as_mut() {
         graph_tensors_mut(g, f)?;
     }
@@ -173,7 +188,10 @@ pub fn for_each_tensor_mut(model: &mut ModelProto, f: &mut dyn FnMut(&mut Tensor
     Ok(())
 }
 
-fn graph_tensors_mut(g: &mut GraphProto, f: &mut dyn FnMut(&mut TensorProto) -> Result<()>) -> Result<()> {
+fn graph_tensors_mut(
+    g: &mut GraphProto,
+    f: &mut dyn FnMut(&mut TensorProto) -> Result<()>,
+) -> Result<()> {
     for t in &mut g.initializer {
         f(t)?;
     }
@@ -203,7 +221,11 @@ fn attr_tensors_mut(
     for t in &mut a.tensors {
         f(t)?;
     }
-    for s in a.sparse_tensor.iter_mut().chain(a.sparse_tensors.iter_mut()) {
+    for s in a
+        .sparse_tensor
+        .iter_mut()
+        .chain(a.sparse_tensors.iter_mut())
+    {
         if let Some(t) = s.values.as_mut() {
             f(t)?;
         }

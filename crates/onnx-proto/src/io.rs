@@ -48,6 +48,11 @@ pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
 pub fn load_model(path: impl AsRef<Path>) -> Result<LoadedModel> {
     let path = path.as_ref();
     let bytes = map_file(path)?;
+    if bytes.is_empty() {
+        return Err(Error::Empty {
+            path: path.to_path_buf(),
+        });
+    }
     let dir = path
         .parent()
         .map(|p| {
@@ -135,6 +140,9 @@ pub struct SaveOptions {
     pub external: Option<ExternalDataOptions>,
     /// Refuse instead of externalizing automatically when the model would pass 2 GiB.
     pub no_auto_external: bool,
+    /// The serialized size above which tensors are externalized automatically; `None` means
+    /// protobuf's limit, [`PROTOBUF_LIMIT`]. Lower it to exercise the mechanism on small models.
+    pub size_limit: Option<u64>,
 }
 
 /// Saves a model. `source_dir` is where its existing external-data locations resolve (the
@@ -153,19 +161,23 @@ pub fn save_model(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    let limit = options
+        .size_limit
+        .unwrap_or(PROTOBUF_LIMIT)
+        .min(PROTOBUF_LIMIT);
     let mut ext = options.external.clone();
     let has_external = external::any_external(model);
     let same_dir = match source_dir {
         Some(src) => same_directory(src, &out_dir),
         None => true,
     };
-    if ext.is_none() && !(has_external && !same_dir) && (model.encoded_len() as u64) <= PROTOBUF_LIMIT
-    {
+    let carry_external = has_external && !same_dir;
+    if ext.is_none() && !carry_external && (model.encoded_len() as u64) <= limit {
         let buf = model.encode_to_vec();
         return write_atomic(path, |w| w.write_all(&buf));
     }
     let mut model = model.clone();
-    if has_external && !same_dir {
+    if carry_external {
         // The output lives elsewhere: bring external tensors in, then externalize them again
         // (the input had them external, so the output keeps them external).
         let src = source_dir.unwrap_or(Path::new("."));
@@ -174,7 +186,7 @@ pub fn save_model(
             ext = Some(ExternalDataOptions::for_model(path, 1024));
         }
     }
-    if ext.is_none() && (model.encoded_len() as u64) > PROTOBUF_LIMIT {
+    if ext.is_none() && (model.encoded_len() as u64) > limit {
         if options.no_auto_external {
             return Err(Error::TooLarge {
                 path: path.to_path_buf(),
@@ -187,7 +199,7 @@ pub fn save_model(
         external::externalize(&mut model, &out_dir, &ext, path)?;
     }
     let size = model.encoded_len() as u64;
-    if size > PROTOBUF_LIMIT {
+    if size > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),
             size,

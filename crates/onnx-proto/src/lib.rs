@@ -10,7 +10,8 @@ mod io;
 
 pub use error::{Error, Result};
 pub use external::{
-    external_data_info, for_each_tensor_mut, inline_external_data, is_external, resolve_external_path, ExternalDataInfo, ExternalDataOptions,
+    external_data_info, for_each_tensor_mut, inline_external_data, is_external,
+    resolve_external_path, ExternalDataInfo, ExternalDataOptions,
 };
 pub use io::{
     decode_file, encode_to_file, load_model, load_model_bytes, save_model, write_atomic,

@@ -19,9 +19,21 @@ fn shared_dir() -> PathBuf {
 
 fn model_dirs(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for sub in ["onnx-backend/node", "onnx-backend/simple", "onnx-backend/pytorch-converted", "onnx-backend/pytorch-operator", "models"] {
-        let Ok(rd) = std::fs::read_dir(root.join(sub)) else { continue };
-        let mut dirs: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("model.onnx").is_file()).collect();
+    for sub in [
+        "onnx-backend/node",
+        "onnx-backend/simple",
+        "onnx-backend/pytorch-converted",
+        "onnx-backend/pytorch-operator",
+        "models",
+    ] {
+        let Ok(rd) = std::fs::read_dir(root.join(sub)) else {
+            continue;
+        };
+        let mut dirs: Vec<_> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.join("model.onnx").is_file())
+            .collect();
         dirs.sort();
         out.extend(dirs);
     }
@@ -36,7 +48,11 @@ fn reencode<M: Message + Default>(bytes: &[u8]) -> Option<Vec<u8>> {
 fn load_save_is_byte_identical() {
     let root = shared_dir();
     let dirs = model_dirs(&root);
-    assert!(dirs.len() > 1900, "expected the whole backend suite, found {}", dirs.len());
+    assert!(
+        dirs.len() > 1900,
+        "expected the whole backend suite, found {}",
+        dirs.len()
+    );
     let mut failures = Vec::new();
     let mut files = 0;
     for dir in &dirs {
@@ -49,19 +65,41 @@ fn load_save_is_byte_identical() {
         }
         files += 1;
         let graph = loaded.model.graph.clone().unwrap_or_default();
-        let Ok(rd) = std::fs::read_dir(dir) else { continue };
-        for ds in rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()) {
-            for f in std::fs::read_dir(&ds).unwrap().filter_map(|e| e.ok()).map(|e| e.path()) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for ds in rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+        {
+            for f in std::fs::read_dir(&ds)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+            {
                 let name = f.file_name().unwrap().to_string_lossy().into_owned();
-                let Some(stem) = name.strip_suffix(".pb") else { continue };
+                let Some(stem) = name.strip_suffix(".pb") else {
+                    continue;
+                };
                 let (kind, idx) = stem.split_once('_').unwrap();
                 let idx: usize = idx.parse().unwrap();
-                let vi = if kind == "input" { graph.input.get(idx) } else { graph.output.get(idx) };
-                let ty = vi.and_then(|v| v.r#type.as_ref()).and_then(|t| t.value.as_ref());
+                let vi = if kind == "input" {
+                    graph.input.get(idx)
+                } else {
+                    graph.output.get(idx)
+                };
+                let ty = vi
+                    .and_then(|v| v.r#type.as_ref())
+                    .and_then(|t| t.value.as_ref());
                 let bytes = std::fs::read(&f).unwrap();
                 let again = match ty {
-                    Some(type_proto::Value::SequenceType(_)) => reencode::<onnx_proto::SequenceProto>(&bytes),
-                    Some(type_proto::Value::OptionalType(_)) => reencode::<onnx_proto::OptionalProto>(&bytes),
+                    Some(type_proto::Value::SequenceType(_)) => {
+                        reencode::<onnx_proto::SequenceProto>(&bytes)
+                    }
+                    Some(type_proto::Value::OptionalType(_)) => {
+                        reencode::<onnx_proto::OptionalProto>(&bytes)
+                    }
                     Some(type_proto::Value::MapType(_)) => reencode::<onnx_proto::MapProto>(&bytes),
                     _ => reencode::<onnx_proto::TensorProto>(&bytes),
                 };
@@ -72,6 +110,11 @@ fn load_save_is_byte_identical() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} of {files} files do not round trip: {:?}", failures.len(), &failures[..failures.len().min(20)]);
+    assert!(
+        failures.is_empty(),
+        "{} of {files} files do not round trip: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(20)]
+    );
     let _ = ModelProto::default();
 }
