@@ -1,0 +1,109 @@
+//! The structural checker: what `onnx.checker.check_model` verifies without operator schemas
+//! (IR version and opset imports, SSA, topological order, defined names across subgraph
+//! scopes, graph outputs, declarations, initializers, attributes, model-local functions).
+//! Every problem is collected; none stops the check.
+//!
+//! Layout: `graph` walks a graph and its subgraphs, `function` checks model-local functions,
+//! `tensor` checks tensors, `error` renders problems. Schema-driven checks (arity, attribute
+//! names and types, type constraints) are meant to live in a `schema` submodule switched on
+//! through [`CheckOptions`].
+
+mod error;
+mod function;
+mod graph;
+mod tensor;
+
+use std::collections::BTreeSet;
+
+pub use error::{CheckError, NodeRef, TensorProblem};
+
+use crate::model::{Model, OpsetImport};
+use graph::{GraphChecker, GraphKind};
+
+/// The newest IR version the checker accepts: `onnx.IR_VERSION` of onnx 1.23.2.
+pub const MAX_IR_VERSION: i64 = 14;
+
+/// Options of [`check_model_with`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CheckOptions {
+    /// The newest IR version accepted.
+    pub max_ir_version: i64,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            max_ir_version: MAX_IR_VERSION,
+        }
+    }
+}
+
+/// Checks a model with the default options; `Err` holds every problem found, in model order.
+pub fn check_model(model: &Model) -> Result<(), Vec<CheckError>> {
+    check_model_with(model, &CheckOptions::default())
+}
+
+/// Checks a model; `Err` holds every problem found, in model order.
+pub fn check_model_with(model: &Model, options: &CheckOptions) -> Result<(), Vec<CheckError>> {
+    let mut errors = Vec::new();
+    let ir_version = match model.ir_version {
+        None | Some(0) => {
+            errors.push(CheckError::MissingIrVersion);
+            None
+        }
+        Some(v) if v > options.max_ir_version || v < 0 => {
+            errors.push(CheckError::UnsupportedIrVersion {
+                ir_version: v,
+                max: options.max_ir_version,
+            });
+            Some(v)
+        }
+        Some(v) => Some(v),
+    };
+    let mut keys = BTreeSet::new();
+    for entry in &model.metadata_props {
+        let key = entry.key.clone().unwrap_or_default();
+        if !keys.insert(key.clone()) {
+            errors.push(CheckError::DuplicateMetadataKey { key });
+        }
+    }
+    check_opset_versions(&model.opset_imports, &mut errors);
+    let mut opsets = model.opset_imports.clone();
+    match ir_version {
+        Some(v) if v >= 3 && opsets.is_empty() => {
+            errors.push(CheckError::NoOpsetImport { ir_version: v })
+        }
+        Some(v) if v < 3 && !opsets.is_empty() => {
+            errors.push(CheckError::OpsetImportBeforeIr3 { ir_version: v })
+        }
+        Some(v) if v < 3 => opsets.push(OpsetImport::new("", 1)),
+        _ => {}
+    }
+    // Without a valid IR version, check the rest as the newest IR.
+    let ir = ir_version.unwrap_or(options.max_ir_version);
+    let checker = GraphChecker {
+        ir_version: ir,
+        opsets: &opsets,
+    };
+    checker.check(&model.graph, GraphKind::Main, &mut Vec::new(), &mut errors);
+    if ir >= 8 {
+        function::check_functions(model, ir, &mut errors);
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+fn check_opset_versions(imports: &[OpsetImport], errors: &mut Vec<CheckError>) {
+    for import in imports {
+        if i32::try_from(import.version).is_err() {
+            errors.push(CheckError::OpsetVersionOutOfRange {
+                domain: import.domain.clone(),
+                version: import.version,
+            });
+        }
+    }
+}
