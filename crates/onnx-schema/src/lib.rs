@@ -20,12 +20,14 @@
 //! ```
 
 mod error;
+pub mod infer;
 mod parse;
 mod registry;
 mod schema;
 mod type_str;
 
 pub use error::{Error, Result, SchemaId};
+pub use infer::{infer_graph, infer_node, InferError, InputInfo, OutputInfo, SymDim};
 pub use registry::{
     normalize_domain, registry, try_registry, OpsetRange, ReleaseVersions, SchemaRegistry,
     DEFAULT_DOMAIN,

@@ -1,0 +1,216 @@
+//! Whole-graph inference: runs [`infer_node`](super::infer_node) over a graph's nodes in order,
+//! with graph inputs as declared, initializers and `Constant` nodes as constants, and symbolic
+//! values flowing between nodes. Declared `value_info` and graph output types are not read:
+//! what comes out is what the rules infer.
+//!
+//! Nodes whose op or domain is unknown get unknown outputs and inference goes on around them.
+//! Control-flow bodies (If, Loop, Scan) are inferred by the op rules from their own inputs.
+
+use std::collections::BTreeMap;
+
+use onnx_proto::{GraphProto, OperatorSetIdProto, TensorProto, TypeProto};
+
+use super::dims::{tensor_type, SymDim};
+use super::error::InferError;
+use super::tensor_data::constant_attribute_value;
+use super::{infer_node_in_scope, InputInfo};
+use crate::registry::{normalize_domain, registry};
+
+/// The opset version imported for each domain ("" is the default domain).
+pub type OpsetImports = BTreeMap<String, i64>;
+
+/// Builds [`OpsetImports`] from a model's `opset_import` list ("ai.onnx" becomes "").
+pub fn opset_imports(imports: &[OperatorSetIdProto]) -> OpsetImports {
+    imports
+        .iter()
+        .map(|o| {
+            (
+                normalize_domain(o.domain.as_deref().unwrap_or_default()).to_string(),
+                o.version.unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Everything [`infer_graph_values`] learned about a graph's values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GraphInference {
+    /// The type of every value whose type is known: graph inputs, initializers, node outputs.
+    pub types: BTreeMap<String, TypeProto>,
+    /// The symbolic value of every integer scalar or vector computed from shapes.
+    pub sym_values: BTreeMap<String, Vec<SymDim>>,
+}
+
+/// The type of each value of `graph` that inference knows, by value name (graph inputs,
+/// initializers and node outputs). Fails on the first node whose inputs are inconsistent,
+/// naming it.
+pub fn infer_graph(
+    graph: &GraphProto,
+    opsets: &OpsetImports,
+) -> Result<BTreeMap<String, TypeProto>, InferError> {
+    infer_graph_values(graph, opsets).map(|g| g.types)
+}
+
+/// Like [`infer_graph`], and also returns the symbolic values.
+pub fn infer_graph_values(
+    graph: &GraphProto,
+    opsets: &OpsetImports,
+) -> Result<GraphInference, InferError> {
+    infer_in_scope(graph, opsets, None).map(|scope| scope.inferred)
+}
+
+/// The tensor type a constant's dims and element type describe.
+pub(crate) fn constant_type(t: &TensorProto) -> TypeProto {
+    let dims: Vec<SymDim> = t.dims.iter().map(|&d| SymDim::Known(d)).collect();
+    tensor_type(t.data_type, Some(&dims))
+}
+
+/// The values visible while inferring one graph: its own, then those of the enclosing graphs
+/// (for If, Loop and Scan bodies).
+pub(crate) struct Scope<'a> {
+    parent: Option<&'a Scope<'a>>,
+    initializers: BTreeMap<&'a str, &'a TensorProto>,
+    constants: BTreeMap<String, TensorProto>,
+    inferred: GraphInference,
+}
+
+impl<'a> Scope<'a> {
+    fn ty(&self, name: &str) -> Option<&TypeProto> {
+        match self.inferred.types.get(name) {
+            Some(t) => Some(t),
+            None => self.parent.and_then(|p| p.ty(name)),
+        }
+    }
+
+    fn constant(&self, name: &str) -> Option<&TensorProto> {
+        match self.initializers.get(name) {
+            Some(t) => Some(*t),
+            None => match self.constants.get(name) {
+                Some(t) => Some(t),
+                None => self.parent.and_then(|p| p.constant(name)),
+            },
+        }
+    }
+
+    fn sym_value(&self, name: &str) -> Option<&[SymDim]> {
+        match self.inferred.sym_values.get(name) {
+            Some(v) => Some(v),
+            None => self.parent.and_then(|p| p.sym_value(name)),
+        }
+    }
+
+    /// What is known of the value `name` here.
+    fn input_info(&self, name: &str) -> InputInfo<'_> {
+        InputInfo {
+            ty: self.ty(name),
+            constant: self.constant(name),
+            sym_value: self.sym_value(name),
+        }
+    }
+}
+
+/// Infers `graph` with the values of `parent` visible (for subgraph bodies).
+pub(crate) fn infer_in_scope<'a>(
+    graph: &'a GraphProto,
+    opsets: &OpsetImports,
+    parent: Option<&'a Scope<'a>>,
+) -> Result<Scope<'a>, InferError> {
+    let mut scope = Scope {
+        parent,
+        initializers: graph
+            .initializer
+            .iter()
+            .filter_map(|t| Some((t.name.as_deref()?, t)))
+            .collect(),
+        constants: BTreeMap::new(),
+        inferred: GraphInference::default(),
+    };
+    for input in &graph.input {
+        if let (Some(name), Some(ty)) = (input.name.as_deref(), input.r#type.as_ref()) {
+            scope.inferred.types.insert(name.to_string(), ty.clone());
+        }
+    }
+    for (name, t) in &scope.initializers {
+        scope
+            .inferred
+            .types
+            .insert((*name).to_string(), constant_type(t));
+    }
+    for node in &graph.node {
+        let domain = normalize_domain(node.domain.as_deref().unwrap_or_default());
+        let op_type = node.op_type.as_deref().unwrap_or_default();
+        let Some(&version) = opsets.get(domain) else {
+            continue;
+        };
+        let Some(schema) = registry().lookup(domain, op_type, version) else {
+            continue;
+        };
+        let outputs = {
+            let inputs: Vec<Option<InputInfo<'_>>> = node
+                .input
+                .iter()
+                .map(|name| (!name.is_empty()).then(|| scope.input_info(name)))
+                .collect();
+            infer_node_in_scope(
+                schema,
+                version,
+                &node.attribute,
+                &inputs,
+                node.output.len(),
+                Some(&scope),
+            )
+            .map_err(|source| InferError::Node {
+                node: node
+                    .name
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .or_else(|| node.output.first().cloned())
+                    .unwrap_or_default(),
+                op_type: if domain.is_empty() {
+                    op_type.to_string()
+                } else {
+                    format!("{domain}:{op_type}")
+                },
+                source: Box::new(source),
+            })?
+        };
+        if domain.is_empty() && op_type == "Constant" {
+            if let (Some(name), Some(t)) = (
+                node.output.first(),
+                constant_attribute_value(&node.attribute),
+            ) {
+                scope.constants.insert(name.clone(), t);
+            }
+        }
+        for (name, out) in node.output.iter().zip(outputs) {
+            if name.is_empty() {
+                continue;
+            }
+            if let Some(ty) = out.ty {
+                scope.inferred.types.insert(name.clone(), ty);
+            }
+            if let Some(sym) = out.sym_value {
+                scope.inferred.sym_values.insert(name.clone(), sym);
+            }
+        }
+    }
+    Ok(scope)
+}
+
+/// The types of `graph`'s outputs, by position, as inferred with `parent`'s values visible
+/// (`None` for an output whose type is unknown or when inference fails).
+pub(crate) fn infer_subgraph_outputs(
+    graph: &GraphProto,
+    opsets: &OpsetImports,
+    parent: Option<&Scope<'_>>,
+) -> Vec<Option<TypeProto>> {
+    let scope = infer_in_scope(graph, opsets, parent).ok();
+    graph
+        .output
+        .iter()
+        .map(|o| {
+            let name = o.name.as_deref()?;
+            scope.as_ref()?.ty(name).cloned()
+        })
+        .collect()
+}
