@@ -6,3 +6,33 @@
 pub mod info;
 
 pub use onnx_proto as proto;
+pub mod optimize;
+pub mod verify;
+
+/// Errors of the onnx-opt library facade; each names the file it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Proto(#[from] onnx_proto::Error),
+    #[error("{path}: cannot represent the model")]
+    Ir {
+        path: std::path::PathBuf,
+        #[source]
+        source: onnx_ir::IrError,
+    },
+    #[error("{path}: the model fails the checker:\n  {}", errors.join("\n  "))]
+    Check {
+        path: std::path::PathBuf,
+        errors: Vec<String>,
+    },
+    #[error("{path}: optimization failed")]
+    Optimize {
+        path: std::path::PathBuf,
+        #[source]
+        source: onnx_egraph::EGraphError,
+    },
+    #[error("check failed, nothing written: trial {}, output '{}': {}", .0.trial, .0.output, .0.detail)]
+    Mismatch(verify::Mismatch),
+    #[error("check could not run")]
+    Verify(#[source] verify::VerifyError),
+}

@@ -5,10 +5,33 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use super::Command;
+
+use std::io::Write;
+
 use onnx_opt::info::ModelInfo;
+use onnx_opt::optimize::{optimize_file, render_table, OptimizeConfig};
 
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
+        Command::Optimize(args) => optimize(args),
+        Command::Print {
+            model,
+            elide_tensors_above,
+        } => {
+            let loaded = onnx_proto::load_model(&model)?;
+            let options = onnx_text::PrintOptions { elide_tensors_above };
+            let text = onnx_text::print_model(&loaded.model, &options);
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`| head`) is not an error worth a message.
+            let _ = out.write_all(text.as_bytes());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { model } => {
+            let loaded = onnx_opt::optimize::load_ir(&model)?;
+            onnx_opt::optimize::check_ir(&model, &loaded.model)?;
+            println!("{}: ok", model.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Info { model } => {
             let loaded = onnx_proto::load_model(&model)?;
             print!("{}", ModelInfo::of(&loaded.model));
@@ -31,4 +54,28 @@ pub fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
+    let cfg = OptimizeConfig {
+        fold: !args.no_fold,
+        fold_unbounded: args.fold_unbounded,
+        cost: match args.cost {
+            super::CostArg::Latency => onnx_egraph::CostKind::Latency,
+            super::CostArg::Nodes => onnx_egraph::CostKind::NodeCount,
+        },
+        check: args.check,
+        dims: args.dims.into_iter().collect(),
+        external_threshold: args.external_threshold,
+    };
+    let progress = super::progress::Progress::start();
+    let outcome = optimize_file(&args.model, &args.output, &cfg, &|phase| progress.set(phase));
+    drop(progress);
+    let outcome = outcome?;
+    print!("{}", render_table(&outcome));
+    if let Some(path) = &args.report {
+        let json = serde_json::to_vec_pretty(&outcome)?;
+        onnx_proto::write_atomic(path, |w| w.write_all(&json))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

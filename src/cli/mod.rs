@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod commands;
+mod progress;
 
 /// Optimize ONNX models with equality saturation.
 #[derive(Debug, Parser)]
@@ -17,6 +18,17 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Optimize a model (also `onnx-opt MODEL -o OUT`).
+    Optimize(OptimizeArgs),
+    /// Check a model against the ONNX IR rules and the operator schemas.
+    Check { model: PathBuf },
+    /// Print a model in the ONNX text syntax (as onnx.printer writes it).
+    Print {
+        model: PathBuf,
+        /// Elide tensors with more than this many elements (the text then does not parse back).
+        #[arg(long, value_name = "ELEMENTS")]
+        elide_tensors_above: Option<usize>,
+    },
     /// Print a summary: IR version, opsets, producer, signature, op histogram, parameters.
     Info { model: PathBuf },
     /// Load a model and save it again (optionally moving large tensors to external data).
@@ -30,13 +42,59 @@ pub enum Command {
     },
 }
 
+/// Arguments of `optimize`.
+#[derive(Debug, clap::Args)]
+pub struct OptimizeArgs {
+    pub model: PathBuf,
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Run both models on N random inputs in the reference interpreter; refuse to write when
+    /// their outputs differ.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub check: usize,
+    /// Value of a symbolic dimension for --check's random inputs (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
+    /// Do not fold constants.
+    #[arg(long)]
+    pub no_fold: bool,
+    /// Fold regardless of result size (by default a folded constant may not be larger than its
+    /// constant inputs, or 1 KiB).
+    #[arg(long)]
+    pub fold_unbounded: bool,
+    /// Extraction cost model.
+    #[arg(long, value_enum, default_value_t = CostArg::Latency)]
+    pub cost: CostArg,
+    /// Store tensors of at least this many bytes in `<output>.data`.
+    #[arg(long, value_name = "BYTES")]
+    pub external_threshold: Option<usize>,
+    /// Write the before/after figures as JSON.
+    #[arg(long, value_name = "FILE.json")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CostArg {
+    Latency,
+    Nodes,
+}
+
+fn parse_dim(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, got '{s}'"))?;
+    let v: i64 = value.parse().map_err(|_| format!("'{value}' is not an integer"))?;
+    if v < 0 {
+        return Err(format!("dimension {name} must not be negative"));
+    }
+    Ok((name.to_string(), v))
+}
+
 /// Exit codes of the binary.
 pub mod exit {
     pub const ERROR: u8 = 1;
     pub const USAGE: u8 = 2;
 }
 
-const SUBCOMMANDS: &[&str] = &["info", "copy", "help"];
+const SUBCOMMANDS: &[&str] = &["info", "copy", "check", "print", "optimize", "help"];
 
 /// Parses the process arguments (with `onnx-opt MODEL -o OUT` meaning `optimize`) and runs.
 pub fn main() -> ExitCode {

@@ -1,0 +1,227 @@
+//! The e-class analysis: per class the value's type (element type and shape, symbolic dims
+//! kept), the constant it is known to equal, the attribute value of attribute classes, and the
+//! value names the class had in the input model. Constant folding lives here: when every input
+//! of an operator is constant, `make` evaluates it with the reference interpreter's kernel
+//! (within a size budget) and `modify` adds the resulting `Const` leaf to the class.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use egg::{Analysis, DidMerge, EGraph, Id};
+use onnx_proto::{TensorProto, TypeProto};
+
+use crate::lang::{AttrId, ConstId, NodeKind, ONode};
+use crate::tables::{AttrTable, ConstStore, OpTable};
+
+/// The e-graph type of onnx-opt.
+pub type OnnxEGraph = EGraph<ONode, OnnxAnalysis>;
+
+/// How constant folding is bounded.
+#[derive(Debug, Clone)]
+pub struct FoldOptions {
+    /// Fold at all.
+    pub enabled: bool,
+    /// A result may be as large as its constant inputs together, or this many bytes, whichever
+    /// is larger. `None` lifts the budget (folds ConstantOfShape/Tile/Expand of any size).
+    pub budget_floor: Option<usize>,
+}
+
+impl Default for FoldOptions {
+    fn default() -> Self {
+        FoldOptions {
+            enabled: true,
+            budget_floor: Some(1024),
+        }
+    }
+}
+
+/// A merge that found two different types: the rule (or lifting step) that caused it is
+/// reported by the saturation driver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeConflict {
+    pub left: String,
+    pub right: String,
+}
+
+/// The analysis state shared by all classes: the interned tables and folding settings.
+#[derive(Debug, Default)]
+pub struct OnnxAnalysis {
+    pub ops: OpTable,
+    pub attrs: AttrTable,
+    pub consts: ConstStore,
+    pub fold: FoldOptions,
+    /// Decoded constants, by id (filled on first use by folding).
+    decoded: Vec<Option<Arc<onnx_ref::Value>>>,
+    /// Type conflicts found by merges since the last drain.
+    pub conflicts: Vec<TypeConflict>,
+    /// Fold attempts that failed in the kernel (op, message): not errors, the node stays.
+    pub fold_failures: Vec<(String, String)>,
+    /// Folds skipped because the result was over budget.
+    pub over_budget: usize,
+}
+
+/// What the analysis knows of one e-class.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClassData {
+    /// Type of the value (None: unknown, or a tuple/attribute class).
+    pub ty: Option<TypeProto>,
+    /// The constant the value equals.
+    pub constant: Option<ConstId>,
+    /// For tuple classes whose op folded: the constant of each output.
+    pub tuple_constants: Option<Vec<Option<ConstId>>>,
+    /// For int64 shape vectors/scalars: the value with symbolic dims (`Shape(x)` of
+    /// float[batch,16] is [batch, 16]).
+    pub sym: Option<Vec<onnx_schema::infer::SymDim>>,
+    /// For tuple classes: type and symbolic value of each output.
+    pub tuple_types: Option<Vec<(Option<TypeProto>, Option<Vec<onnx_schema::infer::SymDim>>)>>,
+    /// For attribute classes: the attribute value.
+    pub attr: Option<AttrId>,
+    /// Value names this class had in the input model.
+    pub names: BTreeSet<String>,
+}
+
+impl OnnxAnalysis {
+    pub fn new(fold: FoldOptions) -> Self {
+        OnnxAnalysis {
+            fold,
+            ..Default::default()
+        }
+    }
+
+    /// The decoded value of a constant (decoded once, then shared).
+    pub fn const_value(&mut self, id: ConstId) -> Result<Arc<onnx_ref::Value>, String> {
+        let i = id.0 as usize;
+        if self.decoded.len() <= i {
+            self.decoded.resize(i + 1, None);
+        }
+        if let Some(v) = &self.decoded[i] {
+            return Ok(v.clone());
+        }
+        let t = onnx_ref::Tensor::from_proto(&self.consts.get(id).tensor).map_err(|e| e.to_string())?;
+        let v = Arc::new(onnx_ref::Value::Tensor(t));
+        self.decoded[i] = Some(v.clone());
+        Ok(v)
+    }
+
+    /// Stores a tensor value computed by folding, returning its id.
+    pub fn intern_value(&mut self, value: &onnx_ref::Tensor) -> ConstId {
+        let proto: TensorProto = value.to_proto("");
+        self.consts.intern(proto)
+    }
+}
+
+impl Analysis<ONode> for OnnxAnalysis {
+    type Data = ClassData;
+
+    fn make(egraph: &mut OnnxEGraph, enode: &ONode, _id: Id) -> ClassData {
+        match enode.kind {
+            NodeKind::Attr(a) => ClassData {
+                attr: Some(a),
+                ..Default::default()
+            },
+            NodeKind::Const(c) => ClassData {
+                constant: Some(c),
+                ty: Some(crate::types::tensor_type_of(&egraph.analysis.consts.get(c).tensor)),
+                ..Default::default()
+            },
+            NodeKind::Out(i) => {
+                let t = &egraph[enode.children[0]].data;
+                let constant = t
+                    .tuple_constants
+                    .as_ref()
+                    .and_then(|c| c.get(i as usize).copied().flatten());
+                let (ty, sym) = t
+                    .tuple_types
+                    .as_ref()
+                    .and_then(|v| v.get(i as usize).cloned())
+                    .unwrap_or_default();
+                ClassData {
+                    constant,
+                    ty: match constant {
+                        Some(c) => Some(crate::types::tensor_type_of(&egraph.analysis.consts.get(c).tensor)),
+                        None => ty,
+                    },
+                    sym,
+                    ..Default::default()
+                }
+            }
+            NodeKind::Op(op) => crate::fold::analyze_op(egraph, op, &enode.children),
+            NodeKind::Input(_) | NodeKind::None | NodeKind::Unique(_) | NodeKind::Root => ClassData::default(),
+        }
+    }
+
+    fn merge(&mut self, a: &mut ClassData, b: ClassData) -> DidMerge {
+        let mut changed_a = false;
+        let mut changed_b = false;
+        match (&a.ty, b.ty) {
+            (None, Some(t)) => {
+                a.ty = Some(t);
+                changed_a = true;
+            }
+            (Some(_), None) => changed_b = true,
+            (Some(ta), Some(tb)) => {
+                if !crate::types::compatible(ta, &tb) {
+                    self.conflicts.push(TypeConflict {
+                        left: crate::types::describe(ta),
+                        right: crate::types::describe(&tb),
+                    });
+                } else if crate::types::more_specific(&tb, ta) {
+                    a.ty = Some(tb);
+                    changed_a = true;
+                } else if ta != &tb {
+                    changed_b = true;
+                }
+            }
+            (None, None) => {}
+        }
+        match (a.constant, b.constant) {
+            (None, Some(c)) => {
+                a.constant = Some(c);
+                changed_a = true;
+            }
+            (Some(_), None) => changed_b = true,
+            _ => {}
+        }
+        if a.tuple_constants.is_none() && b.tuple_constants.is_some() {
+            a.tuple_constants = b.tuple_constants;
+            changed_a = true;
+        } else if a.tuple_constants.is_some() && b.tuple_constants.is_none() {
+            changed_b = true;
+        }
+        if a.sym.is_none() && b.sym.is_some() {
+            a.sym = b.sym;
+            changed_a = true;
+        } else if a.sym.is_some() && b.sym.is_none() {
+            changed_b = true;
+        }
+        if a.tuple_types.is_none() && b.tuple_types.is_some() {
+            a.tuple_types = b.tuple_types;
+            changed_a = true;
+        }
+        if a.attr.is_none() && b.attr.is_some() {
+            a.attr = b.attr;
+            changed_a = true;
+        }
+        let before = a.names.len();
+        let b_len = b.names.len();
+        a.names.extend(b.names);
+        if a.names.len() != before {
+            changed_a = true;
+        }
+        if a.names.len() != b_len {
+            changed_b = true;
+        }
+        DidMerge(changed_a, changed_b)
+    }
+
+    fn modify(egraph: &mut OnnxEGraph, id: Id) {
+        if let Some(c) = egraph[id].data.constant {
+            let leaf = ONode::leaf(NodeKind::Const(c));
+            if !egraph[id].nodes.contains(&leaf) {
+                let cid = egraph.add(leaf);
+                egraph.union(id, cid);
+            }
+        }
+    }
+}
+

@@ -1,0 +1,173 @@
+//! DAG-aware greedy extraction ("faster greedy DAG" of the extraction-gym benchmarks): each
+//! class's best node is chosen by the cost of the *set* of classes it needs, so a subterm shared
+//! by several parents is paid once. Deterministic (classes and nodes are visited in id order,
+//! ties keep the earlier choice) and acyclic (a node whose cost set contains its own class is
+//! never chosen).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use egg::{Id, Language};
+
+use crate::analysis::OnnxEGraph;
+use crate::lang::{NodeKind, ONode};
+
+/// What a node costs on its own (its children are paid through their classes).
+pub trait CostModel {
+    /// `f64::INFINITY` forbids the node (e.g. an op not legal at the target opset).
+    fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64;
+}
+
+/// Plain node count: every operator costs 1; constants and leaves are nearly free.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeCount;
+
+impl CostModel for NodeCount {
+    fn node_cost(&self, _egraph: &OnnxEGraph, _class: Id, node: &ONode) -> f64 {
+        match node.kind {
+            NodeKind::Op(_) => 1.0,
+            NodeKind::Const(_) => 0.001,
+            _ => 0.0,
+        }
+    }
+}
+
+/// Estimated latency: per op, the bytes it moves and the arithmetic it does, from the shapes
+/// the analysis knows (unknown shapes count as one element); constants cost their size.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Latency;
+
+impl CostModel for Latency {
+    fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64 {
+        match node.kind {
+            NodeKind::Op(op) => {
+                let out = crate::cost::elements(egraph, class);
+                let ins: f64 = node
+                    .children
+                    .iter()
+                    .map(|&c| crate::cost::elements(egraph, c))
+                    .sum();
+                let info = egraph.analysis.ops.get(op);
+                crate::cost::op_cost(&info.op_type, out, ins)
+            }
+            NodeKind::Const(c) => 1e-3 * egraph.analysis.consts.get(c).bytes as f64 / 1e6,
+            _ => 0.0,
+        }
+    }
+}
+
+/// The chosen node of every class reachable from the root.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub choice: BTreeMap<Id, ONode>,
+    /// The DAG cost of the root.
+    pub cost: f64,
+}
+
+struct Best {
+    node: ONode,
+    total: f64,
+    set: BTreeMap<Id, f64>,
+}
+
+/// Extracts the best DAG below `root` under `model`.
+pub fn extract_dag(egraph: &OnnxEGraph, root: Id, model: &dyn CostModel) -> Result<Selection, crate::EGraphError> {
+    let root = egraph.find(root);
+    let mut classes: Vec<Id> = egraph.classes().map(|c| c.id).collect();
+    classes.sort();
+    // Parents of each class: (parent class, index of the node in it).
+    let mut parents: BTreeMap<Id, Vec<Id>> = BTreeMap::new();
+    for &c in &classes {
+        for n in &egraph[c].nodes {
+            for &child in n.children() {
+                parents.entry(egraph.find(child)).or_default().push(c);
+            }
+        }
+    }
+    for p in parents.values_mut() {
+        p.sort();
+        p.dedup();
+    }
+    let mut best: BTreeMap<Id, Best> = BTreeMap::new();
+    let mut queue: VecDeque<Id> = VecDeque::new();
+    let mut queued: BTreeSet<Id> = BTreeSet::new();
+    for &c in &classes {
+        if egraph[c].nodes.iter().any(|n| n.is_leaf()) {
+            queue.push_back(c);
+            queued.insert(c);
+        }
+    }
+    while let Some(c) = queue.pop_front() {
+        queued.remove(&c);
+        let mut improved = false;
+        for node in &egraph[c].nodes {
+            let own = model.node_cost(egraph, c, node);
+            if !own.is_finite() {
+                continue;
+            }
+            let kids: Vec<Id> = node.children().iter().map(|&k| egraph.find(k)).collect();
+            if !kids.iter().all(|k| best.contains_key(k)) || kids.contains(&c) {
+                continue;
+            }
+            let mut set: BTreeMap<Id, f64> = BTreeMap::new();
+            let mut cyclic = false;
+            for k in &kids {
+                let b = &best[k];
+                if b.set.contains_key(&c) {
+                    cyclic = true;
+                    break;
+                }
+                if set.is_empty() {
+                    set = b.set.clone();
+                } else {
+                    for (&id, &v) in &b.set {
+                        set.insert(id, v);
+                    }
+                }
+            }
+            if cyclic {
+                continue;
+            }
+            set.insert(c, own);
+            let total: f64 = set.values().sum();
+            let better = match best.get(&c) {
+                None => true,
+                Some(b) => total < b.total - 1e-12,
+            };
+            if better {
+                best.insert(
+                    c,
+                    Best {
+                        node: node.clone(),
+                        total,
+                        set,
+                    },
+                );
+                improved = true;
+            }
+        }
+        if improved {
+            for &p in parents.get(&c).map(|v| v.as_slice()).unwrap_or(&[]) {
+                if queued.insert(p) {
+                    queue.push_back(p);
+                }
+            }
+        }
+    }
+    let Some(root_best) = best.get(&root) else {
+        return Err(crate::EGraphError::NoExtraction);
+    };
+    let cost = root_best.total;
+    let mut choice = BTreeMap::new();
+    let mut stack = vec![root];
+    while let Some(c) = stack.pop() {
+        if choice.contains_key(&c) {
+            continue;
+        }
+        let node = best[&c].node.clone();
+        for &k in node.children() {
+            stack.push(egraph.find(k));
+        }
+        choice.insert(c, node);
+    }
+    Ok(Selection { choice, cost })
+}

@@ -1,0 +1,188 @@
+//! The analysis of one operator e-node, called from `make`: constant folding and type
+//! inference. When every input is a known constant, the op is deterministic and has no
+//! subgraph, it is evaluated with the reference interpreter's kernel (the same kernel the
+//! interpreter runs) and the result kept if it fits the size budget. Otherwise the output types
+//! (and symbolic shape values) come from onnx-schema's per-op inference.
+
+use egg::Id;
+use onnx_proto::{AttributeProto, NodeProto};
+use onnx_schema::infer::{InputInfo, SymDim};
+
+use crate::analysis::{ClassData, OnnxEGraph};
+use crate::lang::{NodeKind, OpId};
+use crate::tables::OpInfo;
+
+/// Ops never folded even with constant inputs: their value is not a function of the inputs, or
+/// folding them would change what the model means to a runtime (quantization boundaries).
+const NEVER_FOLD: &[&str] = &["QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"];
+
+pub(crate) fn analyze_op(egraph: &mut OnnxEGraph, op: OpId, children: &[Id]) -> ClassData {
+    let info = egraph.analysis.ops.get(op).clone();
+    let n_attrs = info.attr_names.len();
+    // Attributes must be concrete (a `None` child is an absent attribute without default).
+    let mut attribute = Vec::with_capacity(n_attrs);
+    let mut has_graph = false;
+    for (name, &c) in info.attr_names.iter().zip(&children[..n_attrs]) {
+        match egraph[c].data.attr {
+            Some(a) => {
+                let mut p = egraph.analysis.attrs.get(a).clone();
+                has_graph |= p.g.is_some() || !p.graphs.is_empty();
+                p.name = Some(name.clone());
+                attribute.push(p);
+            }
+            None => {
+                if !is_none(egraph, c) {
+                    return ClassData::default();
+                }
+            }
+        }
+    }
+    let foldable = egraph.analysis.fold.enabled
+        && !info.nondeterministic
+        && info.implicit_inputs.is_empty()
+        && info.has_schema
+        && !has_graph
+        && !NEVER_FOLD.contains(&info.op_type.as_str());
+    if foldable {
+        if let Some(data) = fold_op(egraph, &info, attribute.clone(), &children[n_attrs..]) {
+            return data;
+        }
+    }
+    infer_op(egraph, &info, &attribute, &children[n_attrs..])
+}
+
+/// Output types and symbolic values from the schema's inference rules.
+fn infer_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: &[AttributeProto], inputs: &[Id]) -> ClassData {
+    let mut data = ClassData::default();
+    let Some(schema) = onnx_schema::registry().lookup(&info.domain, &info.op_type, info.since_version) else {
+        return data;
+    };
+    let inputs = &inputs[..info.n_inputs];
+    let none: Vec<bool> = inputs.iter().map(|&c| is_none(egraph, c)).collect();
+    let tensors: Vec<Option<std::sync::Arc<onnx_proto::TensorProto>>> = inputs
+        .iter()
+        .map(|&c| egraph[c].data.constant.map(|k| egraph.analysis.consts.get(k).tensor.clone()))
+        .collect();
+    let infos: Vec<Option<InputInfo<'_>>> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            if none[i] {
+                return None;
+            }
+            let d = &egraph[c].data;
+            Some(InputInfo {
+                ty: d.ty.as_ref(),
+                constant: tensors[i].as_deref(),
+                sym_value: d.sym.as_deref(),
+            })
+        })
+        .collect();
+    let Ok(outputs) = onnx_schema::infer::infer_node(schema, info.opset_version, attribute, &infos, info.n_outputs.max(1)) else {
+        return data;
+    };
+    if info.is_tuple {
+        data.tuple_types = Some(outputs.into_iter().map(|o| (o.ty, o.sym_value)).collect());
+    } else if let Some(o) = outputs.into_iter().next() {
+        data.ty = o.ty;
+        data.sym = o.sym_value;
+        // Shape arithmetic whose dims are all known is a constant.
+        if egraph.analysis.fold.enabled {
+            if let Some(t) = known_shape_constant(data.ty.as_ref(), data.sym.as_deref()) {
+                data.constant = Some(egraph.analysis.consts.intern(t));
+            }
+        }
+    }
+    data
+}
+
+/// An int64 scalar or vector whose symbolic value is fully known, as a tensor.
+fn known_shape_constant(ty: Option<&onnx_proto::TypeProto>, sym: Option<&[SymDim]>) -> Option<onnx_proto::TensorProto> {
+    let sym = sym?;
+    let values: Vec<i64> = sym.iter().map(|d| d.known()).collect::<Option<_>>()?;
+    let shape = onnx_schema::infer::shape_of(ty?)?;
+    let dims: Vec<i64> = match shape.len() {
+        0 if values.len() == 1 => vec![],
+        1 => vec![values.len() as i64],
+        _ => return None,
+    };
+    if onnx_schema::infer::elem_type_of(ty?) != Some(onnx_proto::tensor_proto::DataType::Int64 as i32) {
+        return None;
+    }
+    Some(onnx_proto::TensorProto {
+        dims,
+        data_type: Some(onnx_proto::tensor_proto::DataType::Int64 as i32),
+        raw_data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>().into()),
+        ..Default::default()
+    })
+}
+
+fn fold_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: Vec<AttributeProto>, children: &[Id]) -> Option<ClassData> {
+    let mut data = ClassData::default();
+    let inputs = &children[..info.n_inputs];
+    let mut values = Vec::with_capacity(inputs.len());
+    let mut input_names = Vec::with_capacity(inputs.len());
+    let mut input_bytes = 0usize;
+    for (i, &c) in inputs.iter().enumerate() {
+        if is_none(egraph, c) {
+            values.push(None);
+            input_names.push(String::new());
+            continue;
+        }
+        let k = egraph[c].data.constant?;
+        input_bytes += egraph.analysis.consts.get(k).bytes;
+        match egraph.analysis.const_value(k) {
+            Ok(v) => values.push(Some((*v).clone())),
+            Err(e) => {
+                egraph.analysis.fold_failures.push((info.op_type.clone(), e));
+                return None;
+            }
+        }
+        input_names.push(format!("in{i}"));
+    }
+    let node = NodeProto {
+        op_type: Some(info.op_type.clone()),
+        domain: if info.domain.is_empty() { None } else { Some(info.domain.clone()) },
+        input: input_names,
+        output: (0..info.n_outputs.max(1)).map(|i| format!("out{i}")).collect(),
+        attribute,
+        ..Default::default()
+    };
+    let outputs = match onnx_ref::eval_node(&node, info.opset_version, &values) {
+        Ok(o) => o,
+        Err(e) => {
+            egraph.analysis.fold_failures.push((info.op_type.clone(), e.to_string()));
+            return None;
+        }
+    };
+    let budget = egraph
+        .analysis
+        .fold
+        .budget_floor
+        .map(|floor| floor.max(input_bytes));
+    let mut ids = Vec::with_capacity(outputs.len());
+    for out in &outputs {
+        let onnx_ref::Value::Tensor(t) = out else {
+            return None;
+        };
+        if let Some(b) = budget {
+            if t.dtype().raw_len(t.len()).unwrap_or(t.len().saturating_mul(16)) > b {
+                egraph.analysis.over_budget += 1;
+                return None;
+            }
+        }
+        ids.push(t);
+    }
+    let ids: Vec<_> = ids.into_iter().map(|t| egraph.analysis.intern_value(t)).collect();
+    if info.is_tuple {
+        data.tuple_constants = Some(ids.into_iter().map(Some).collect());
+    } else if let Some(&c) = ids.first() {
+        data.constant = Some(c);
+        data.ty = Some(crate::types::tensor_type_of(&egraph.analysis.consts.get(c).tensor));
+    }
+    Some(data)
+}
+
+fn is_none(egraph: &OnnxEGraph, c: Id) -> bool {
+    egraph[c].nodes.iter().any(|n| n.kind == NodeKind::None)
+}

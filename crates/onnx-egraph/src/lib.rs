@@ -1,0 +1,44 @@
+//! onnx-egraph: ONNX graphs in an e-graph (egg).
+//!
+//! - [`lang`]: the language (one operator e-node kind keyed by an interned op description;
+//!   attribute, input, constant, `None`, `Out` and `Root` nodes).
+//! - [`analysis`]: types, constants and names per class; constant folding with the reference
+//!   interpreter's kernels ([`fold`]).
+//! - [`lift`]: IR graph -> e-graph. [`extract`]: DAG-aware greedy extraction under a cost model.
+//!   [`emit`]: selection -> IR graph. [`saturate`]: rule phases with limits.
+//! - [`optimize_model`]: the whole path for a model.
+
+pub mod analysis;
+pub mod cost;
+pub mod emit;
+pub mod extract;
+mod fold;
+pub mod lang;
+pub mod lift;
+mod pipeline;
+pub mod saturate;
+pub mod tables;
+pub mod types;
+
+pub use analysis::{ClassData, FoldOptions, OnnxAnalysis, OnnxEGraph};
+pub use extract::{extract_dag, CostModel, Latency, NodeCount, Selection};
+pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
+pub use pipeline::{optimize_model, CostKind, GraphReport, OptimizeOptions, OptimizeReport};
+pub use saturate::{Phase, PhaseReport, PhaseStop};
+
+/// Errors of the e-graph layer.
+#[derive(Debug, thiserror::Error)]
+pub enum EGraphError {
+    #[error("node '{node}' ({op}): no opset import for domain '{domain}'")]
+    NoOpset { node: String, op: String, domain: String },
+    #[error("{0}")]
+    Ir(String),
+    #[error("extraction found no finite-cost graph (every candidate was forbidden or cyclic)")]
+    NoExtraction,
+    #[error("phase '{phase}': a rewrite merged values of different types ({left} vs {right}): the rule is unsound")]
+    UnsoundMerge { phase: String, left: String, right: String },
+    #[error("the optimized graph fails the checker: {0}")]
+    Check(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}

@@ -1,0 +1,256 @@
+//! Lifting an IR graph into the e-graph: graph inputs become `Input` leaves, initializers
+//! `Const` leaves (content-addressed: duplicates merge), every node one operator e-node whose
+//! children are its attributes in layout order (schema order, defaults filled in) then its
+//! inputs, then the outer-scope values its subgraphs read. Building bottom-up in topological
+//! order lets the analysis fold constants as the graph is built.
+
+use std::collections::BTreeMap;
+
+use egg::Id;
+use onnx_ir::{Attribute, Graph, Model, NodeId, ValueId};
+use onnx_proto::AttributeProto;
+use onnx_schema::NodeDeterminism;
+
+use crate::analysis::{FoldOptions, OnnxAnalysis, OnnxEGraph};
+use crate::lang::{NodeKind, ONode};
+use crate::tables::OpInfo;
+use crate::EGraphError;
+
+/// Where a lifted node came from, so extraction can keep its name and metadata.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// The op e-node as lifted (children as they were then; canonicalize before comparing).
+    pub enode: ONode,
+    pub node: NodeId,
+}
+
+/// A graph in the e-graph, with what extraction needs to write it back.
+#[derive(Debug)]
+pub struct Lifted {
+    pub egraph: OnnxEGraph,
+    /// The class joining the graph outputs.
+    pub root: Id,
+    /// Graph input values (non-initializer inputs, in order), one `Input(k)` leaf each.
+    pub inputs: Vec<ValueId>,
+    /// Outer-scope values read by this (sub)graph: `Input(inputs.len() + k)`.
+    pub outer: Vec<String>,
+    /// Op e-nodes by lifted class, with the IR node they came from.
+    pub origins: Vec<Origin>,
+    /// Initializer names (kept as names of their constants when they survive).
+    pub initializer_names: BTreeMap<String, ValueId>,
+    /// Class of every IR value, by value id.
+    pub value_class: BTreeMap<ValueId, Id>,
+}
+
+/// Names of ops whose result is not a function of their inputs, whatever a schema says.
+const RANDOM_OPS: &[&str] = &[
+    "RandomNormal",
+    "RandomUniform",
+    "RandomNormalLike",
+    "RandomUniformLike",
+    "Bernoulli",
+    "Multinomial",
+];
+
+/// Lifts the main graph of a model.
+pub fn lift_model(model: &Model, fold: FoldOptions) -> Result<Lifted, EGraphError> {
+    let opsets: BTreeMap<String, i64> = model
+        .opset_imports
+        .iter()
+        .map(|o| (onnx_schema::normalize_domain(&o.domain).to_string(), o.version))
+        .collect();
+    lift_graph(&model.graph, &opsets, fold)
+}
+
+/// Lifts one graph given the opset imports in force.
+pub fn lift_graph(graph: &Graph, opsets: &BTreeMap<String, i64>, fold: FoldOptions) -> Result<Lifted, EGraphError> {
+    let mut egraph = OnnxEGraph::new(OnnxAnalysis::new(fold));
+    let mut value_class: BTreeMap<ValueId, Id> = BTreeMap::new();
+    let mut inputs = Vec::new();
+    let mut initializer_names = BTreeMap::new();
+    for &v in &graph.initializers {
+        let value = graph.value(v);
+        let Some(t) = &value.initializer else { continue };
+        let c = egraph.analysis.consts.intern(t.clone());
+        let id = egraph.add(ONode::leaf(NodeKind::Const(c)));
+        egraph[id].data.names.insert(value.name.to_string());
+        value_class.insert(v, id);
+        initializer_names.insert(value.name.to_string(), v);
+    }
+    for &v in &graph.inputs {
+        if value_class.contains_key(&v) {
+            continue; // an initializer also listed as input (IR < 4): a constant
+        }
+        let id = egraph.add(ONode::leaf(NodeKind::Input(inputs.len() as u32)));
+        let value = graph.value(v);
+        egraph[id].data.names.insert(value.name.to_string());
+        if egraph[id].data.ty.is_none() {
+            egraph[id].data.ty = value.ty.clone();
+        }
+        value_class.insert(v, id);
+        inputs.push(v);
+    }
+    let order = graph
+        .topological_order()
+        .map_err(|e| EGraphError::Ir(e.to_string()))?;
+    let mut outer: Vec<String> = Vec::new();
+    let mut origins = Vec::new();
+    let mut unique = 0u32;
+    let none = egraph.add(ONode::leaf(NodeKind::None));
+    for nid in order {
+        let node = graph.node(nid);
+        let domain = onnx_schema::normalize_domain(&node.domain).to_string();
+        let opset = opsets.get(&domain).copied().ok_or_else(|| EGraphError::NoOpset {
+            node: node.name_or_empty().to_string(),
+            op: node.op_type.to_string(),
+            domain: domain.clone(),
+        })?;
+        let schema = onnx_schema::registry().lookup(&domain, &node.op_type, opset);
+        // Attribute layout: the schema's attributes (with defaults), then any the node has that
+        // the schema does not know, by name.
+        let mut layout: Vec<(String, Option<AttributeProto>)> = Vec::new();
+        if let Some(s) = schema {
+            for a in &s.attributes {
+                layout.push((a.name.clone(), a.default.clone()));
+            }
+        }
+        let mut extra: Vec<&str> = node
+            .attributes
+            .iter()
+            .map(|a| &*a.name)
+            .filter(|n| !layout.iter().any(|(l, _)| l == n))
+            .collect();
+        extra.sort_unstable();
+        extra.dedup();
+        layout.extend(extra.into_iter().map(|n| (n.to_string(), None)));
+        let mut children = Vec::with_capacity(layout.len() + node.inputs.len());
+        let mut implicit = Vec::new();
+        for (name, default) in &layout {
+            let proto = match node.attribute(name) {
+                Some(a) => Some(attribute_proto(a, &mut implicit)),
+                None => default.clone(),
+            };
+            children.push(match proto {
+                Some(p) => {
+                    let a = egraph.analysis.attrs.intern(p);
+                    egraph.add(ONode::leaf(NodeKind::Attr(a)))
+                }
+                None => none,
+            });
+        }
+        for input in &node.inputs {
+            children.push(match input {
+                None => none,
+                Some(v) => class_of(&mut egraph, graph, *v, &mut value_class, &mut outer, inputs.len()),
+            });
+        }
+        implicit.sort();
+        implicit.dedup();
+        // Outer reads of a subgraph that this graph defines are this graph's values; the others
+        // are outer values of this graph too.
+        for name in &implicit {
+            let id = match graph.find_value(name) {
+                Some(v) => class_of(&mut egraph, graph, v, &mut value_class, &mut outer, inputs.len()),
+                None => outer_class(&mut egraph, name, &mut outer, inputs.len()),
+            };
+            children.push(id);
+        }
+        let nondeterministic = RANDOM_OPS.contains(&&*node.op_type)
+            || match schema {
+                Some(s) => s.node_determinism != NodeDeterminism::Deterministic,
+                None => true,
+            };
+        if nondeterministic {
+            children.push(egraph.add(ONode::leaf(NodeKind::Unique(unique))));
+            unique += 1;
+        }
+        let is_tuple = node.outputs.len() > 1 || schema.is_some_and(|s| s.max_output > 1);
+        let info = OpInfo {
+            domain: node.domain.to_string(),
+            op_type: node.op_type.to_string(),
+            since_version: schema.map_or(opset, |s| s.since_version),
+            opset_version: opset,
+            attr_names: layout.into_iter().map(|(n, _)| n).collect(),
+            n_inputs: node.inputs.len(),
+            implicit_inputs: implicit,
+            n_outputs: node.outputs.len(),
+            min_outputs: schema.map_or(node.outputs.len(), |s| s.min_output),
+            is_tuple,
+            nondeterministic,
+            has_schema: schema.is_some(),
+        };
+        let op = egraph.analysis.ops.intern(info);
+        let enode = ONode::new(NodeKind::Op(op), children);
+        let id = egraph.add(enode.clone());
+        origins.push(Origin { enode, node: nid });
+        for (i, out) in node.outputs.iter().enumerate() {
+            let Some(v) = out else { continue };
+            let vid = if is_tuple {
+                egraph.add(ONode::new(NodeKind::Out(i as u32), vec![id]))
+            } else {
+                id
+            };
+            let value = graph.value(*v);
+            egraph[vid].data.names.insert(value.name.to_string());
+            if egraph[vid].data.ty.is_none() {
+                egraph[vid].data.ty = value.ty.clone();
+            }
+            value_class.insert(*v, vid);
+        }
+    }
+    let mut outs = Vec::with_capacity(graph.outputs.len());
+    for &v in &graph.outputs {
+        outs.push(class_of(&mut egraph, graph, v, &mut value_class, &mut outer, inputs.len()));
+    }
+    let root = egraph.add(ONode::new(NodeKind::Root, outs));
+    egraph.rebuild();
+    Ok(Lifted {
+        egraph,
+        root,
+        inputs,
+        outer,
+        origins,
+        initializer_names,
+        value_class,
+    })
+}
+
+/// The class of an IR value; a value defined nowhere in this graph is an outer-scope value.
+fn class_of(
+    egraph: &mut OnnxEGraph,
+    graph: &Graph,
+    v: ValueId,
+    value_class: &mut BTreeMap<ValueId, Id>,
+    outer: &mut Vec<String>,
+    n_inputs: usize,
+) -> Id {
+    if let Some(&id) = value_class.get(&v) {
+        return id;
+    }
+    let name = graph.value(v).name.to_string();
+    let id = outer_class(egraph, &name, outer, n_inputs);
+    value_class.insert(v, id);
+    id
+}
+
+fn outer_class(egraph: &mut OnnxEGraph, name: &str, outer: &mut Vec<String>, n_inputs: usize) -> Id {
+    let k = match outer.iter().position(|o| o == name) {
+        Some(k) => k,
+        None => {
+            outer.push(name.to_string());
+            outer.len() - 1
+        }
+    };
+    let id = egraph.add(ONode::leaf(NodeKind::Input((n_inputs + k) as u32)));
+    egraph[id].data.names.insert(name.to_string());
+    id
+}
+
+/// The proto of an attribute; subgraphs travel as opaque attribute values, and the outer
+/// names they read are collected.
+fn attribute_proto(a: &Attribute, implicit: &mut Vec<String>) -> AttributeProto {
+    for g in a.value.subgraphs() {
+        implicit.extend(g.outer_reads().iter().map(|n| n.to_string()));
+    }
+    a.to_proto()
+}

@@ -1,0 +1,142 @@
+//! The whole e-graph path for a model: lift -> fold (in the analysis) -> saturate -> extract ->
+//! emit -> check. Subgraphs (If/Loop/Scan bodies) are optimized first, recursively, each in its
+//! own e-graph whose outer-scope values are `Input` leaves.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use onnx_ir::{Graph, Model};
+
+use crate::analysis::FoldOptions;
+use crate::emit::{emit_graph, EmitOptions};
+use crate::extract::{extract_dag, Latency, NodeCount};
+use crate::lift::lift_graph;
+use crate::saturate::{saturate, Phase, PhaseReport};
+use crate::EGraphError;
+
+/// Which cost model extraction uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum CostKind {
+    /// Estimated latency from shapes.
+    #[default]
+    Latency,
+    /// Plain node count.
+    NodeCount,
+}
+
+/// Options of [`optimize_model`].
+#[derive(Default)]
+pub struct OptimizeOptions {
+    pub fold: FoldOptions,
+    pub cost: CostKind,
+    /// Rule phases, run in order on every graph.
+    pub phases: Vec<Phase>,
+}
+
+/// Figures of one optimized graph.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GraphReport {
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+    pub eclasses: usize,
+    pub enodes: usize,
+    pub constants: usize,
+    pub phases: Vec<PhaseReport>,
+    /// Folds skipped because the result would have been larger than the budget.
+    pub folds_over_budget: usize,
+    /// Folds the kernels refused (op, message); the nodes stay.
+    pub fold_failures: Vec<(String, String)>,
+    pub extraction_cost: f64,
+    pub lift_seconds: f64,
+    pub saturate_seconds: f64,
+    pub extract_seconds: f64,
+}
+
+/// What [`optimize_model`] did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct OptimizeReport {
+    pub main: GraphReport,
+    /// Subgraphs optimized (If/Loop/Scan bodies at any depth).
+    pub subgraphs: usize,
+}
+
+/// Optimizes a model's main graph and its subgraphs. The result passes the checker or this
+/// returns an error.
+pub fn optimize_model(model: &Model, options: OptimizeOptions) -> Result<(Model, OptimizeReport), EGraphError> {
+    let opsets: BTreeMap<String, i64> = model
+        .opset_imports
+        .iter()
+        .map(|o| (onnx_schema::normalize_domain(&o.domain).to_string(), o.version))
+        .collect();
+    let mut subgraphs = 0;
+    let (graph, main) = optimize_graph(
+        &model.graph,
+        &opsets,
+        &options,
+        model.ir_version.unwrap_or(0) < 4,
+        &mut subgraphs,
+    )?;
+    let mut out = model.clone();
+    out.graph = graph;
+    if let Err(errors) = onnx_ir::check_model(&out) {
+        let msgs: Vec<String> = errors.iter().take(5).map(|e| e.to_string()).collect();
+        return Err(EGraphError::Check(msgs.join("; ")));
+    }
+    Ok((out, OptimizeReport { main, subgraphs }))
+}
+
+/// Optimizes one graph (its subgraphs first).
+pub fn optimize_graph(
+    graph: &Graph,
+    opsets: &BTreeMap<String, i64>,
+    options: &OptimizeOptions,
+    initializers_are_inputs: bool,
+    subgraphs: &mut usize,
+) -> Result<(Graph, GraphReport), EGraphError> {
+    let mut graph_with_subs;
+    let mut source = graph;
+    if graph.nodes.iter().any(|n| n.subgraphs().next().is_some()) {
+        graph_with_subs = graph.clone();
+        for node in graph_with_subs.nodes.iter_mut() {
+            for attr in node.attributes.iter_mut() {
+                for sub in attr.value.subgraphs_mut() {
+                    let (g, _) = optimize_graph(sub, opsets, options, false, subgraphs)?;
+                    *sub = g;
+                    *subgraphs += 1;
+                }
+            }
+        }
+        source = &graph_with_subs;
+    }
+    let t0 = Instant::now();
+    let mut lifted = lift_graph(source, opsets, options.fold.clone())?;
+    let lift_seconds = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let egraph = std::mem::take(&mut lifted.egraph);
+    let (egraph, phases) = saturate(egraph, &options.phases)?;
+    lifted.egraph = egraph;
+    let saturate_seconds = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let sel = match options.cost {
+        CostKind::Latency => extract_dag(&lifted.egraph, lifted.root, &Latency)?,
+        CostKind::NodeCount => extract_dag(&lifted.egraph, lifted.root, &NodeCount)?,
+    };
+    let out = emit_graph(&lifted, source, &sel, EmitOptions { initializers_are_inputs })?;
+    let extract_seconds = t2.elapsed().as_secs_f64();
+    let a = &lifted.egraph.analysis;
+    let report = GraphReport {
+        nodes_before: graph.order.len(),
+        nodes_after: out.order.len(),
+        eclasses: lifted.egraph.number_of_classes(),
+        enodes: lifted.egraph.total_number_of_nodes(),
+        constants: a.consts.len(),
+        phases,
+        folds_over_budget: a.over_budget,
+        fold_failures: a.fold_failures.clone(),
+        extraction_cost: sel.cost,
+        lift_seconds,
+        saturate_seconds,
+        extract_seconds,
+    };
+    Ok((out, report))
+}

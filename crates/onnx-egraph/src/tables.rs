@@ -1,0 +1,174 @@
+//! The interned tables behind e-node leaves: operators ([`OpTable`]), attribute values
+//! ([`AttrTable`]) and constant tensors ([`ConstStore`]). Keys are dense indices handed out in
+//! insertion order, so everything built from them is deterministic.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use indexmap::IndexSet;
+use onnx_proto::{AttributeProto, Message, TensorProto};
+
+use crate::lang::{AttrId, ConstId, OpId};
+
+/// Everything that identifies an operator application apart from its children.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpInfo {
+    /// The node's domain as written ("" for the default domain).
+    pub domain: String,
+    pub op_type: String,
+    /// The since_version of the schema the node binds to; for ops without a schema, the
+    /// domain's opset version.
+    pub since_version: i64,
+    /// The domain's opset version in the model (kernels are selected by it).
+    pub opset_version: i64,
+    /// Attribute names, in child order.
+    pub attr_names: Vec<String>,
+    /// Number of regular inputs (children after the attributes).
+    pub n_inputs: usize,
+    /// Names of the outer-scope values read by subgraph attributes (children after inputs).
+    pub implicit_inputs: Vec<String>,
+    /// Number of outputs of the node; more than one (or a schema that allows several) makes the
+    /// e-node a tuple read through `Out`.
+    pub n_outputs: usize,
+    /// The schema's minimum number of outputs (unused outputs past it may be dropped).
+    pub min_outputs: usize,
+    /// True when the e-node denotes a tuple (read through `Out(i)`).
+    pub is_tuple: bool,
+    /// True for ops whose result is not a function of their inputs (RandomNormal, ...).
+    pub nondeterministic: bool,
+    /// True when a schema for the op was found.
+    pub has_schema: bool,
+}
+
+/// Interned operator descriptions.
+#[derive(Debug, Default)]
+pub struct OpTable {
+    ops: IndexSet<OpInfo>,
+}
+
+impl OpTable {
+    pub fn intern(&mut self, info: OpInfo) -> OpId {
+        let (i, _) = self.ops.insert_full(info);
+        OpId(i as u32)
+    }
+    pub fn get(&self, id: OpId) -> &OpInfo {
+        &self.ops[id.0 as usize]
+    }
+}
+
+/// An attribute value without its name and doc string, compared by its encoding.
+#[derive(Debug, Clone)]
+pub struct AttrValue {
+    pub proto: AttributeProto,
+    encoded: Vec<u8>,
+}
+
+impl AttrValue {
+    /// Canonicalizes: name and doc string are not part of the value.
+    pub fn new(mut proto: AttributeProto) -> Self {
+        proto.name = None;
+        proto.doc_string = None;
+        let encoded = proto.encode_to_vec();
+        AttrValue { proto, encoded }
+    }
+}
+
+impl PartialEq for AttrValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.encoded == other.encoded
+    }
+}
+impl Eq for AttrValue {}
+impl Hash for AttrValue {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.encoded.hash(state)
+    }
+}
+
+/// Interned attribute values.
+#[derive(Debug, Default)]
+pub struct AttrTable {
+    attrs: IndexSet<AttrValue>,
+}
+
+impl AttrTable {
+    pub fn intern(&mut self, proto: AttributeProto) -> AttrId {
+        let (i, _) = self.attrs.insert_full(AttrValue::new(proto));
+        AttrId(i as u32)
+    }
+    pub fn get(&self, id: AttrId) -> &AttributeProto {
+        &self.attrs[id.0 as usize].proto
+    }
+}
+
+/// One stored constant.
+#[derive(Debug, Clone)]
+pub struct ConstEntry {
+    /// The tensor, unnamed; `raw_data` shares the model file's buffer when it came from it.
+    pub tensor: Arc<TensorProto>,
+    /// Size of the data in bytes (for folding budgets and cost models).
+    pub bytes: usize,
+    /// Number of elements.
+    pub elements: u64,
+}
+
+/// Content-addressed constant tensors: identical content gets one [`ConstId`].
+#[derive(Debug, Default)]
+pub struct ConstStore {
+    entries: Vec<ConstEntry>,
+    by_hash: HashMap<u64, Vec<ConstId>>,
+}
+
+impl ConstStore {
+    /// Stores a tensor (its name is dropped) and returns the id of its content.
+    pub fn intern(&mut self, mut tensor: TensorProto) -> ConstId {
+        tensor.name = None;
+        tensor.doc_string = None;
+        let key = content_bytes(&tensor);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        tensor.data_type.hash(&mut h);
+        tensor.dims.hash(&mut h);
+        key.hash(&mut h);
+        let hash = h.finish();
+        if let Some(ids) = self.by_hash.get(&hash) {
+            for &id in ids {
+                let e = &self.entries[id.0 as usize].tensor;
+                if e.data_type == tensor.data_type && e.dims == tensor.dims && content_bytes(e) == key {
+                    return id;
+                }
+            }
+        }
+        let id = ConstId(self.entries.len() as u32);
+        let elements = tensor.dims.iter().map(|&d| d.max(0) as u64).product();
+        self.entries.push(ConstEntry {
+            bytes: key.len(),
+            elements,
+            tensor: Arc::new(tensor),
+        });
+        self.by_hash.entry(hash).or_default().push(id);
+        id
+    }
+
+    pub fn get(&self, id: ConstId) -> &ConstEntry {
+        &self.entries[id.0 as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The bytes that identify a tensor's content: `raw_data` when present, else the encoding of
+/// its typed fields (the whole message without name).
+fn content_bytes(t: &TensorProto) -> Bytes {
+    match &t.raw_data {
+        Some(raw) => raw.clone(),
+        None => Bytes::from(t.encode_to_vec()),
+    }
+}

@@ -1,0 +1,224 @@
+//! The `optimize` pipeline on files: load (memory-mapped, external data resolved) -> IR ->
+//! checker -> e-graph (lift, fold, saturate, extract) -> checker -> optional differential check
+//! in the reference interpreter -> save through a temporary file and a rename.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use onnx_egraph::{CostKind, FoldOptions, OptimizeOptions, OptimizeReport};
+use onnx_ir::Model;
+
+use crate::info::ModelInfo;
+use crate::verify::{compare_models, Tolerance};
+use crate::Error;
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct OptimizeConfig {
+    /// Fold constants at all.
+    pub fold: bool,
+    /// Fold regardless of result size (ConstantOfShape/Tile/Expand of any size).
+    pub fold_unbounded: bool,
+    pub cost: CostKind,
+    /// Random trials of the differential check (0: none).
+    pub check: usize,
+    /// Values of symbolic dims for the check's random inputs.
+    pub dims: BTreeMap<String, i64>,
+    /// Externalize tensors of at least this many bytes.
+    pub external_threshold: Option<usize>,
+}
+
+impl Default for OptimizeConfig {
+    fn default() -> Self {
+        OptimizeConfig {
+            fold: true,
+            fold_unbounded: false,
+            cost: CostKind::default(),
+            check: 0,
+            dims: BTreeMap::new(),
+            external_threshold: None,
+        }
+    }
+}
+
+/// The figures of one run, for the table and `--report`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+    pub initializers_before: usize,
+    pub initializers_after: usize,
+    pub size_before: u64,
+    pub size_after: u64,
+    pub ops_before: BTreeMap<String, usize>,
+    pub ops_after: BTreeMap<String, usize>,
+    pub time_ms: f64,
+    pub load_ms: f64,
+    pub optimize_ms: f64,
+    pub check_ms: f64,
+    pub save_ms: f64,
+    pub check_trials: usize,
+    pub egraph: OptimizeReport,
+}
+
+/// A model loaded for optimization.
+pub struct Loaded {
+    /// The proto, with external data mapped in as `raw_data`.
+    pub proto: onnx_proto::LoadedModel,
+    pub model: Model,
+    /// Whether the file stored any tensor externally.
+    pub had_external: bool,
+}
+
+/// Loads a model file into the IR, with external data mapped in; returns the proto too.
+pub fn load_ir(path: &Path) -> Result<Loaded, Error> {
+    let mut loaded = onnx_proto::load_model(path)?;
+    let had_external = onnx_proto::any_external(&loaded.model);
+    let (dir, p) = (loaded.dir.clone(), loaded.path.clone());
+    onnx_proto::inline_external_data(&mut loaded.model, &dir, &p)?;
+    let model = Model::from_proto(loaded.model.clone()).map_err(|source| Error::Ir {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Loaded {
+        proto: loaded,
+        model,
+        had_external,
+    })
+}
+
+/// Refuses a model that fails the checker, listing every problem.
+pub fn check_ir(path: &Path, model: &Model) -> Result<(), Error> {
+    onnx_ir::check_model(model).map_err(|errors| Error::Check {
+        path: path.to_path_buf(),
+        errors: errors.iter().map(|e| e.to_string()).collect(),
+    })
+}
+
+/// Optimizes `input` into `output`. Nothing is written unless every step succeeded.
+pub fn optimize_file(input: &Path, output: &Path, cfg: &OptimizeConfig, progress: &dyn Fn(&str)) -> Result<Outcome, Error> {
+    let t0 = Instant::now();
+    progress("loading");
+    let Loaded {
+        proto: loaded,
+        mut model,
+        had_external,
+    } = load_ir(input)?;
+    if model.graph.topological_order().is_ok() && !is_sorted(&model) {
+        eprintln!("warning: {}: nodes are not in topological order; sorting them", input.display());
+        model
+            .graph
+            .sort_topologically()
+            .map_err(|source| Error::Ir {
+                path: input.to_path_buf(),
+                source,
+            })?;
+    }
+    check_ir(input, &model)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let before = ModelInfo::of(&loaded.model);
+    let t1 = Instant::now();
+    progress("optimizing");
+    let options = OptimizeOptions {
+        fold: FoldOptions {
+            enabled: cfg.fold,
+            budget_floor: if cfg.fold_unbounded { None } else { Some(1024) },
+        },
+        cost: cfg.cost,
+        phases: Vec::new(),
+    };
+    let (optimized, report) = onnx_egraph::optimize_model(&model, options).map_err(|source| Error::Optimize {
+        path: input.to_path_buf(),
+        source,
+    })?;
+    let proto = optimized.to_proto();
+    let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let t2 = Instant::now();
+    if cfg.check > 0 {
+        progress("checking");
+        match compare_models(&loaded.model, &proto, cfg.check, &cfg.dims, Tolerance::default()) {
+            Ok(None) => {}
+            Ok(Some(m)) => return Err(Error::Mismatch(m)),
+            Err(source) => return Err(Error::Verify(source)),
+        }
+    }
+    let check_ms = t2.elapsed().as_secs_f64() * 1e3;
+    let t3 = Instant::now();
+    progress("saving");
+    let threshold = cfg.external_threshold.or(if had_external { Some(1024) } else { None });
+    let options = onnx_proto::SaveOptions {
+        external: threshold.map(|t| onnx_proto::ExternalDataOptions::for_model(output, t)),
+        ..Default::default()
+    };
+    onnx_proto::save_model(&proto, None, output, &options)?;
+    let save_ms = t3.elapsed().as_secs_f64() * 1e3;
+    let size_after = std::fs::metadata(output)
+        .map_err(|source| onnx_proto::Error::Io { path: output.to_path_buf(), source })?
+        .len();
+    let after = ModelInfo::of(&proto);
+    Ok(Outcome {
+        input: input.to_path_buf(),
+        output: output.to_path_buf(),
+        nodes_before: before.nodes,
+        nodes_after: after.nodes,
+        initializers_before: before.initializers,
+        initializers_after: after.initializers,
+        size_before: loaded.file_size,
+        size_after,
+        ops_before: before.op_histogram,
+        ops_after: after.op_histogram,
+        time_ms: t0.elapsed().as_secs_f64() * 1e3,
+        load_ms,
+        optimize_ms,
+        check_ms,
+        save_ms,
+        check_trials: cfg.check,
+        egraph: report,
+    })
+}
+
+fn is_sorted(model: &Model) -> bool {
+    model
+        .graph
+        .topological_order()
+        .map(|order| order == model.graph.order)
+        .unwrap_or(false)
+}
+
+/// Renders the before/after table.
+pub fn render_table(o: &Outcome) -> String {
+    let mut s = String::new();
+    let mut ops: Vec<&String> = o.ops_before.keys().chain(o.ops_after.keys()).collect();
+    ops.sort();
+    ops.dedup();
+    s.push_str(&format!("{:<28} {:>10} {:>10}\n", "", "before", "after"));
+    for op in ops {
+        let b = o.ops_before.get(op).copied().unwrap_or(0);
+        let a = o.ops_after.get(op).copied().unwrap_or(0);
+        s.push_str(&format!("{:<28} {:>10} {:>10}\n", op, b, a));
+    }
+    s.push_str(&format!("{:<28} {:>10} {:>10}\n", "nodes", o.nodes_before, o.nodes_after));
+    s.push_str(&format!("{:<28} {:>10} {:>10}\n", "initializers", o.initializers_before, o.initializers_after));
+    s.push_str(&format!("{:<28} {:>10} {:>10}\n", "model size (bytes)", o.size_before, o.size_after));
+    s.push_str(&format!(
+        "time: {:.0} ms (load {:.0}, optimize {:.0}, check {:.0}, save {:.0})\n",
+        o.time_ms, o.load_ms, o.optimize_ms, o.check_ms, o.save_ms
+    ));
+    for p in &o.egraph.main.phases {
+        s.push_str(&format!(
+            "phase {}: {:?} after {} iterations, {} e-nodes, {} e-classes, {:.3} s\n",
+            p.name, p.stop, p.iterations, p.enodes, p.eclasses, p.seconds
+        ));
+    }
+    s.push_str(&format!(
+        "e-graph: {} e-classes, {} e-nodes, {} constants; folds over budget: {}\n",
+        o.egraph.main.eclasses, o.egraph.main.enodes, o.egraph.main.constants, o.egraph.main.folds_over_budget
+    ));
+    if o.check_trials > 0 {
+        s.push_str(&format!("check: outputs equal on {} random inputs\n", o.check_trials));
+    }
+    s
+}

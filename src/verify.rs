@@ -1,0 +1,135 @@
+//! Differential verification: run two models on the same seeded random inputs in the reference
+//! interpreter and compare every output (same dtype and shape; floats within rtol/atol with
+//! NaN equal to NaN; everything else exactly).
+
+use std::collections::BTreeMap;
+
+use onnx_proto::ModelProto;
+use onnx_ref::{Session, Tensor, Value};
+
+/// Tolerances for floating-point outputs.
+#[derive(Debug, Clone, Copy)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance { rtol: 1e-3, atol: 1e-4 }
+    }
+}
+
+/// The first difference found between two models' outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    pub trial: usize,
+    pub output: String,
+    pub detail: String,
+}
+
+/// Errors of verification itself (a model the interpreter cannot run, ...).
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the {which} model cannot run in the reference interpreter")]
+    Session {
+        which: &'static str,
+        #[source]
+        source: onnx_ref::RefError,
+    },
+    #[error("trial {trial}: the {which} model failed")]
+    Run {
+        which: &'static str,
+        trial: usize,
+        #[source]
+        source: onnx_ref::RefError,
+    },
+    #[error("trial {trial}: the models have different outputs: {left:?} vs {right:?}")]
+    Outputs {
+        trial: usize,
+        left: Vec<String>,
+        right: Vec<String>,
+    },
+}
+
+/// Runs both models on `trials` seeded random inputs; `Ok(None)` when all outputs agree.
+pub fn compare_models(
+    original: &ModelProto,
+    optimized: &ModelProto,
+    trials: usize,
+    dims: &BTreeMap<String, i64>,
+    tol: Tolerance,
+) -> Result<Option<Mismatch>, VerifyError> {
+    let a = Session::new(original).map_err(|source| VerifyError::Session { which: "original", source })?;
+    let b = Session::new(optimized).map_err(|source| VerifyError::Session { which: "optimized", source })?;
+    for trial in 0..trials {
+        let inputs = onnx_ref::random_inputs(original, 0x5eed + trial as u64, dims)
+            .map_err(|source| VerifyError::Run { which: "original", trial, source })?;
+        let ra = a
+            .run(inputs.clone())
+            .map_err(|source| VerifyError::Run { which: "original", trial, source })?;
+        let rb = b
+            .run(inputs)
+            .map_err(|source| VerifyError::Run { which: "optimized", trial, source })?;
+        let names_a: Vec<String> = ra.iter().map(|(n, _)| n.clone()).collect();
+        let names_b: Vec<String> = rb.iter().map(|(n, _)| n.clone()).collect();
+        if names_a != names_b {
+            return Err(VerifyError::Outputs { trial, left: names_a, right: names_b });
+        }
+        for ((name, va), (_, vb)) in ra.iter().zip(&rb) {
+            if let Some(detail) = compare_values(va, vb, tol) {
+                return Ok(Some(Mismatch { trial, output: name.clone(), detail }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// `None` when equal within tolerance, else a description of the first difference.
+pub fn compare_values(a: &Value, b: &Value, tol: Tolerance) -> Option<String> {
+    match (a, b) {
+        (Value::Tensor(x), Value::Tensor(y)) => compare_tensors(x, y, tol),
+        (Value::Sequence(x), Value::Sequence(y)) => {
+            if x.items.len() != y.items.len() {
+                return Some(format!("sequence lengths {} vs {}", x.items.len(), y.items.len()));
+            }
+            x.items
+                .iter()
+                .zip(&y.items)
+                .enumerate()
+                .find_map(|(i, (p, q))| compare_values(p, q, tol).map(|d| format!("element {i}: {d}")))
+        }
+        (Value::Optional(x), Value::Optional(y)) => match (x, y) {
+            (None, None) => None,
+            (Some(p), Some(q)) => compare_values(p, q, tol),
+            _ => Some("one optional is empty, the other is not".into()),
+        },
+        _ if a == b => None,
+        _ => Some(format!("values differ: {} vs {}", a.kind(), b.kind())),
+    }
+}
+
+fn compare_tensors(x: &Tensor, y: &Tensor, tol: Tolerance) -> Option<String> {
+    if x.dtype() != y.dtype() {
+        return Some(format!("dtype {} vs {}", x.dtype().name(), y.dtype().name()));
+    }
+    if x.shape() != y.shape() {
+        return Some(format!("shape {:?} vs {:?}", x.shape(), y.shape()));
+    }
+    if x.dtype().is_float() {
+        let (Ok(p), Ok(q)) = (x.to_f64_vec(), y.to_f64_vec()) else {
+            return (x != y).then(|| "values differ".to_string());
+        };
+        for (i, (a, b)) in p.iter().zip(&q).enumerate() {
+            let same = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol.atol + tol.rtol * b.abs();
+            if !same {
+                return Some(format!("element {i}: {a} vs {b} (rtol {}, atol {})", tol.rtol, tol.atol));
+            }
+        }
+        None
+    } else if x != y {
+        Some("values differ".into())
+    } else {
+        None
+    }
+}

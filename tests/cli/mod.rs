@@ -1,0 +1,101 @@
+//! The `onnx-opt` binary: exit codes, messages, and that failures write nothing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::shared;
+
+fn onnx_opt(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_onnx-opt"));
+    for a in args {
+        c.arg(a);
+    }
+    c.output().expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn info_summarizes_a_model() {
+    let m = shared().join("models/bert-tiny-opset13/model.onnx");
+    let o = onnx_opt(&[&"info", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("ir_version: 7"), "{out}");
+    assert!(out.contains("opsets: ai.onnx 13"), "{out}");
+    assert!(out.contains("input_ids: int64[batch,sequence]"), "{out}");
+    assert!(out.contains("nodes: 277"), "{out}");
+    assert!(out.contains("MatMul                   16"), "{out}");
+}
+
+#[test]
+fn bad_files_fail_with_a_message_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.onnx");
+    std::fs::write(&garbage, [0xff, 0xff, 0xff, 0x07, 0x01]).unwrap();
+    let empty = dir.path().join("empty.onnx");
+    std::fs::write(&empty, b"").unwrap();
+    let missing = dir.path().join("missing.onnx");
+    let out = dir.path().join("out.onnx");
+    for input in [&garbage, &empty, &missing] {
+        for cmd in ["info", "check"] {
+            let o = onnx_opt(&[&cmd, input]);
+            assert_eq!(o.status.code(), Some(1), "{cmd} {}", input.display());
+            let err = stderr(&o);
+            assert!(err.contains(input.file_name().unwrap().to_str().unwrap()), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+        let o = onnx_opt(&[&"optimize", input, &"-o", &out]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(!out.exists(), "no output on failure");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = onnx_opt(&[&"optimize"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = onnx_opt(&[&"frobnicate", &"-x"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn check_accepts_dev_models() {
+    for name in ["resnet18-opset13", "light_squeezenet", "bert-tiny-opset17"] {
+        let m = shared().join("models").join(name).join("model.onnx");
+        let o = onnx_opt(&[&"check", &m]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn optimize_writes_a_checked_model_and_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = shared().join("models/squeezenet1_0-opset13/model.onnx");
+    let out = dir.path().join("opt.onnx");
+    let report = dir.path().join("report.json");
+    // The short form `onnx-opt MODEL -o OUT` is `optimize`.
+    let o = onnx_opt(&[&m, &"-o", &out, &"--check", &"1", &"--report", &report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("nodes"), "{table}");
+    assert!(table.contains("check: outputs equal on 1 random inputs"), "{table}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(json["nodes_before"], 82);
+    assert!(json["nodes_after"].as_u64().unwrap() <= 82);
+    let o = onnx_opt(&[&"check", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+    assert!(Path::new(&out).is_file());
+}
