@@ -32,7 +32,7 @@ pub enum Error {
         source: onnx_egraph::EGraphError,
     },
     #[error("check failed, nothing written: trial {}, output '{}': {}", .0.trial, .0.output, .0.detail)]
-    Mismatch(verify::Mismatch),
+    Mismatch(Box<verify::Mismatch>),
     #[error("check could not run")]
-    Verify(#[source] verify::VerifyError),
+    Verify(#[source] Box<verify::VerifyError>),
 }

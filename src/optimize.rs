@@ -99,7 +99,12 @@ pub fn check_ir(path: &Path, model: &Model) -> Result<(), Error> {
 }
 
 /// Optimizes `input` into `output`. Nothing is written unless every step succeeded.
-pub fn optimize_file(input: &Path, output: &Path, cfg: &OptimizeConfig, progress: &dyn Fn(&str)) -> Result<Outcome, Error> {
+pub fn optimize_file(
+    input: &Path,
+    output: &Path,
+    cfg: &OptimizeConfig,
+    progress: &dyn Fn(&str),
+) -> Result<Outcome, Error> {
     let t0 = Instant::now();
     progress("loading");
     let Loaded {
@@ -108,7 +113,10 @@ pub fn optimize_file(input: &Path, output: &Path, cfg: &OptimizeConfig, progress
         had_external,
     } = load_ir(input)?;
     if model.graph.topological_order().is_ok() && !is_sorted(&model) {
-        eprintln!("warning: {}: nodes are not in topological order; sorting them", input.display());
+        eprintln!(
+            "warning: {}: nodes are not in topological order; sorting them",
+            input.display()
+        );
         model
             .graph
             .sort_topologically()
@@ -130,25 +138,34 @@ pub fn optimize_file(input: &Path, output: &Path, cfg: &OptimizeConfig, progress
         cost: cfg.cost,
         phases: Vec::new(),
     };
-    let (optimized, report) = onnx_egraph::optimize_model(&model, options).map_err(|source| Error::Optimize {
-        path: input.to_path_buf(),
-        source,
-    })?;
+    let (optimized, report) =
+        onnx_egraph::optimize_model(&model, options).map_err(|source| Error::Optimize {
+            path: input.to_path_buf(),
+            source,
+        })?;
     let proto = optimized.to_proto();
     let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
     let t2 = Instant::now();
     if cfg.check > 0 {
         progress("checking");
-        match compare_models(&loaded.model, &proto, cfg.check, &cfg.dims, Tolerance::default()) {
+        match compare_models(
+            &loaded.model,
+            &proto,
+            cfg.check,
+            &cfg.dims,
+            Tolerance::default(),
+        ) {
             Ok(None) => {}
-            Ok(Some(m)) => return Err(Error::Mismatch(m)),
-            Err(source) => return Err(Error::Verify(source)),
+            Ok(Some(m)) => return Err(Error::Mismatch(Box::new(m))),
+            Err(source) => return Err(Error::Verify(Box::new(source))),
         }
     }
     let check_ms = t2.elapsed().as_secs_f64() * 1e3;
     let t3 = Instant::now();
     progress("saving");
-    let threshold = cfg.external_threshold.or(if had_external { Some(1024) } else { None });
+    let threshold = cfg
+        .external_threshold
+        .or(if had_external { Some(1024) } else { None });
     let options = onnx_proto::SaveOptions {
         external: threshold.map(|t| onnx_proto::ExternalDataOptions::for_model(output, t)),
         ..Default::default()
@@ -156,7 +173,10 @@ pub fn optimize_file(input: &Path, output: &Path, cfg: &OptimizeConfig, progress
     onnx_proto::save_model(&proto, None, output, &options)?;
     let save_ms = t3.elapsed().as_secs_f64() * 1e3;
     let size_after = std::fs::metadata(output)
-        .map_err(|source| onnx_proto::Error::Io { path: output.to_path_buf(), source })?
+        .map_err(|source| onnx_proto::Error::Io {
+            path: output.to_path_buf(),
+            source,
+        })?
         .len();
     let after = ModelInfo::of(&proto);
     Ok(Outcome {
@@ -200,9 +220,18 @@ pub fn render_table(o: &Outcome) -> String {
         let a = o.ops_after.get(op).copied().unwrap_or(0);
         s.push_str(&format!("{:<28} {:>10} {:>10}\n", op, b, a));
     }
-    s.push_str(&format!("{:<28} {:>10} {:>10}\n", "nodes", o.nodes_before, o.nodes_after));
-    s.push_str(&format!("{:<28} {:>10} {:>10}\n", "initializers", o.initializers_before, o.initializers_after));
-    s.push_str(&format!("{:<28} {:>10} {:>10}\n", "model size (bytes)", o.size_before, o.size_after));
+    s.push_str(&format!(
+        "{:<28} {:>10} {:>10}\n",
+        "nodes", o.nodes_before, o.nodes_after
+    ));
+    s.push_str(&format!(
+        "{:<28} {:>10} {:>10}\n",
+        "initializers", o.initializers_before, o.initializers_after
+    ));
+    s.push_str(&format!(
+        "{:<28} {:>10} {:>10}\n",
+        "model size (bytes)", o.size_before, o.size_after
+    ));
     s.push_str(&format!(
         "time: {:.0} ms (load {:.0}, optimize {:.0}, check {:.0}, save {:.0})\n",
         o.time_ms, o.load_ms, o.optimize_ms, o.check_ms, o.save_ms
@@ -215,10 +244,16 @@ pub fn render_table(o: &Outcome) -> String {
     }
     s.push_str(&format!(
         "e-graph: {} e-classes, {} e-nodes, {} constants; folds over budget: {}\n",
-        o.egraph.main.eclasses, o.egraph.main.enodes, o.egraph.main.constants, o.egraph.main.folds_over_budget
+        o.egraph.main.eclasses,
+        o.egraph.main.enodes,
+        o.egraph.main.constants,
+        o.egraph.main.folds_over_budget
     ));
     if o.check_trials > 0 {
-        s.push_str(&format!("check: outputs equal on {} random inputs\n", o.check_trials));
+        s.push_str(&format!(
+            "check: outputs equal on {} random inputs\n",
+            o.check_trials
+        ));
     }
     s
 }

@@ -19,7 +19,9 @@ pub fn run(command: Command) -> Result<ExitCode> {
             elide_tensors_above,
         } => {
             let loaded = onnx_proto::load_model(&model)?;
-            let options = onnx_text::PrintOptions { elide_tensors_above };
+            let options = onnx_text::PrintOptions {
+                elide_tensors_above,
+            };
             let text = onnx_text::print_model(&loaded.model, &options);
             let mut out = std::io::stdout().lock();
             // A closed pipe (`| head`) is not an error worth a message.
@@ -69,7 +71,9 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
         external_threshold: args.external_threshold,
     };
     let progress = super::progress::Progress::start();
-    let outcome = optimize_file(&args.model, &args.output, &cfg, &|phase| progress.set(phase));
+    let outcome = optimize_file(&args.model, &args.output, &cfg, &|phase| {
+        progress.set(phase)
+    });
     drop(progress);
     let outcome = outcome?;
     print!("{}", render_table(&outcome));

@@ -80,8 +80,12 @@ pub enum CostArg {
 }
 
 fn parse_dim(s: &str) -> Result<(String, i64), String> {
-    let (name, value) = s.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, got '{s}'"))?;
-    let v: i64 = value.parse().map_err(|_| format!("'{value}' is not an integer"))?;
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got '{s}'"))?;
+    let v: i64 = value
+        .parse()
+        .map_err(|_| format!("'{value}' is not an integer"))?;
     if v < 0 {
         return Err(format!("dimension {name} must not be negative"));
     }

@@ -48,7 +48,10 @@ fn bad_files_fail_with_a_message_naming_the_file() {
             let o = onnx_opt(&[&cmd, input]);
             assert_eq!(o.status.code(), Some(1), "{cmd} {}", input.display());
             let err = stderr(&o);
-            assert!(err.contains(input.file_name().unwrap().to_str().unwrap()), "{err}");
+            assert!(
+                err.contains(input.file_name().unwrap().to_str().unwrap()),
+                "{err}"
+            );
             assert!(!err.contains("panicked"), "{err}");
         }
         let o = onnx_opt(&[&"optimize", input, &"-o", &out]);
@@ -85,7 +88,10 @@ fn optimize_writes_a_checked_model_and_a_report() {
     assert!(o.status.success(), "{}", stderr(&o));
     let table = stdout(&o);
     assert!(table.contains("nodes"), "{table}");
-    assert!(table.contains("check: outputs equal on 1 random inputs"), "{table}");
+    assert!(
+        table.contains("check: outputs equal on 1 random inputs"),
+        "{table}"
+    );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(json["nodes_before"], 82);
     assert!(json["nodes_after"].as_u64().unwrap() <= 82);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use onnx_opt::optimize::{load_ir, OptimizeConfig};
+use onnx_opt::optimize::load_ir;
 use onnx_opt::verify::{compare_models, Tolerance};
 
 use crate::shared;
@@ -24,7 +24,8 @@ fn dev_models() -> Vec<std::path::PathBuf> {
 #[test]
 fn optimized_dev_models_compute_the_same() {
     let mut failures = Vec::new();
-    let dims: BTreeMap<String, i64> = [("batch".to_string(), 1), ("sequence".to_string(), 16)].into();
+    let dims: BTreeMap<String, i64> =
+        [("batch".to_string(), 1), ("sequence".to_string(), 16)].into();
     for path in dev_models() {
         for unbounded in [false, true] {
             let loaded = load_ir(&path).unwrap();
@@ -35,7 +36,6 @@ fn optimized_dev_models_compute_the_same() {
                 },
                 ..Default::default()
             };
-            let _ = OptimizeConfig::default();
             let (optimized, report) = match onnx_egraph::optimize_model(&loaded.model, options) {
                 Ok(r) => r,
                 Err(e) => {
@@ -43,14 +43,80 @@ fn optimized_dev_models_compute_the_same() {
                     continue;
                 }
             };
-            assert!(report.main.nodes_after <= report.main.nodes_before, "{}", path.display());
+            assert!(
+                report.main.nodes_after <= report.main.nodes_before,
+                "{}",
+                path.display()
+            );
             let proto = optimized.to_proto();
+            if let Some(e) = reproduces_test_data(&path, &proto) {
+                failures.push(format!(
+                    "{} (unbounded {unbounded}): test data: {e}",
+                    path.display()
+                ));
+            }
             match compare_models(&loaded.proto.model, &proto, 1, &dims, Tolerance::default()) {
                 Ok(None) => {}
-                Ok(Some(m)) => failures.push(format!("{} (unbounded {unbounded}): {m:?}", path.display())),
-                Err(e) => failures.push(format!("{} (unbounded {unbounded}): {e:#}", path.display())),
+                Ok(Some(m)) => {
+                    failures.push(format!("{} (unbounded {unbounded}): {m:?}", path.display()))
+                }
+                Err(e) => {
+                    failures.push(format!("{} (unbounded {unbounded}): {e:#}", path.display()))
+                }
             }
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Runs the optimized model on the model's `test_data_set_0` and compares with the expected
+/// outputs (rtol 1e-3, atol 1e-4).
+fn reproduces_test_data(
+    model_path: &std::path::Path,
+    optimized: &onnx_proto::ModelProto,
+) -> Option<String> {
+    let dir = model_path.parent().unwrap().join("test_data_set_0");
+    let graph = optimized.graph.as_ref().unwrap();
+    let init: std::collections::BTreeSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let real_inputs: Vec<&str> = graph
+        .input
+        .iter()
+        .filter_map(|v| v.name.as_deref())
+        .filter(|n| !init.contains(n))
+        .collect();
+    let mut inputs = Vec::new();
+    for (i, name) in real_inputs.iter().enumerate() {
+        let t: onnx_proto::TensorProto =
+            onnx_proto::decode_file(dir.join(format!("input_{i}.pb"))).ok()?;
+        let t = onnx_ref::Tensor::from_proto(&t).ok()?;
+        inputs.push((name.to_string(), onnx_ref::Value::Tensor(t)));
+    }
+    let session = match onnx_ref::Session::new(optimized) {
+        Ok(s) => s,
+        Err(e) => return Some(e.to_string()),
+    };
+    let outputs = match session.run(inputs) {
+        Ok(o) => o,
+        Err(e) => return Some(e.to_string()),
+    };
+    for (i, (name, value)) in outputs.iter().enumerate() {
+        let t: onnx_proto::TensorProto =
+            onnx_proto::decode_file(dir.join(format!("output_{i}.pb"))).ok()?;
+        let expected = onnx_ref::Value::Tensor(onnx_ref::Tensor::from_proto(&t).ok()?);
+        if let Some(d) = onnx_opt::verify::compare_values(
+            value,
+            &expected,
+            Tolerance {
+                rtol: 1e-3,
+                atol: 1e-4,
+            },
+        ) {
+            return Some(format!("output {name}: {d}"));
+        }
+    }
+    None
 }

@@ -60,6 +60,9 @@ pub struct OnnxAnalysis {
     pub over_budget: usize,
 }
 
+/// Type and symbolic value of one output of a tuple.
+pub type OutputType = (Option<TypeProto>, Option<Vec<onnx_schema::infer::SymDim>>);
+
 /// What the analysis knows of one e-class.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClassData {
@@ -73,7 +76,7 @@ pub struct ClassData {
     /// float[batch,16] is [batch, 16]).
     pub sym: Option<Vec<onnx_schema::infer::SymDim>>,
     /// For tuple classes: type and symbolic value of each output.
-    pub tuple_types: Option<Vec<(Option<TypeProto>, Option<Vec<onnx_schema::infer::SymDim>>)>>,
+    pub tuple_types: Option<Vec<OutputType>>,
     /// For attribute classes: the attribute value.
     pub attr: Option<AttrId>,
     /// Value names this class had in the input model.
@@ -97,7 +100,8 @@ impl OnnxAnalysis {
         if let Some(v) = &self.decoded[i] {
             return Ok(v.clone());
         }
-        let t = onnx_ref::Tensor::from_proto(&self.consts.get(id).tensor).map_err(|e| e.to_string())?;
+        let t =
+            onnx_ref::Tensor::from_proto(&self.consts.get(id).tensor).map_err(|e| e.to_string())?;
         let v = Arc::new(onnx_ref::Value::Tensor(t));
         self.decoded[i] = Some(v.clone());
         Ok(v)
@@ -121,7 +125,9 @@ impl Analysis<ONode> for OnnxAnalysis {
             },
             NodeKind::Const(c) => ClassData {
                 constant: Some(c),
-                ty: Some(crate::types::tensor_type_of(&egraph.analysis.consts.get(c).tensor)),
+                ty: Some(crate::types::tensor_type_of(
+                    &egraph.analysis.consts.get(c).tensor,
+                )),
                 ..Default::default()
             },
             NodeKind::Out(i) => {
@@ -138,7 +144,9 @@ impl Analysis<ONode> for OnnxAnalysis {
                 ClassData {
                     constant,
                     ty: match constant {
-                        Some(c) => Some(crate::types::tensor_type_of(&egraph.analysis.consts.get(c).tensor)),
+                        Some(c) => Some(crate::types::tensor_type_of(
+                            &egraph.analysis.consts.get(c).tensor,
+                        )),
                         None => ty,
                     },
                     sym,
@@ -146,7 +154,9 @@ impl Analysis<ONode> for OnnxAnalysis {
                 }
             }
             NodeKind::Op(op) => crate::fold::analyze_op(egraph, op, &enode.children),
-            NodeKind::Input(_) | NodeKind::None | NodeKind::Unique(_) | NodeKind::Root => ClassData::default(),
+            NodeKind::Input(_) | NodeKind::None | NodeKind::Unique(_) | NodeKind::Root => {
+                ClassData::default()
+            }
         }
     }
 
@@ -224,4 +234,3 @@ impl Analysis<ONode> for OnnxAnalysis {
         }
     }
 }
-

@@ -43,11 +43,19 @@ struct Emitter<'a> {
 }
 
 /// Builds the optimized graph from a selection.
-pub fn emit_graph(lifted: &Lifted, original: &Graph, sel: &Selection, options: EmitOptions) -> Result<Graph, EGraphError> {
+pub fn emit_graph(
+    lifted: &Lifted,
+    original: &Graph,
+    sel: &Selection,
+    options: EmitOptions,
+) -> Result<Graph, EGraphError> {
     let egraph = &lifted.egraph;
     let mut origin_of = BTreeMap::new();
     for o in &lifted.origins {
-        let canon = ONode::new(o.enode.kind, o.enode.children.iter().map(|&c| egraph.find(c)).collect());
+        let canon = ONode::new(
+            o.enode.kind,
+            o.enode.children.iter().map(|&c| egraph.find(c)).collect(),
+        );
         origin_of.entry(canon).or_insert(o.node);
     }
     let mut reserved = BTreeSet::new();
@@ -84,7 +92,11 @@ pub fn emit_graph(lifted: &Lifted, original: &Graph, sel: &Selection, options: E
         e.used_names.insert(original.value(v).name.to_string());
     }
     let root = egraph.find(lifted.root);
-    let root_node = sel.choice.get(&root).ok_or(EGraphError::NoExtraction)?.clone();
+    let root_node = sel
+        .choice
+        .get(&root)
+        .ok_or(EGraphError::NoExtraction)?
+        .clone();
     // Outputs produced by a node take the output's name (the first output of a class wins).
     for (i, &c) in root_node.children.iter().enumerate() {
         let c = egraph.find(c);
@@ -116,7 +128,8 @@ pub fn emit_graph(lifted: &Lifted, original: &Graph, sel: &Selection, options: E
             v
         } else {
             let nv = e.out.add_value(Value::new(orig.name.as_str()));
-            e.out.add_node(Node::new("Identity", vec![Some(v)], vec![Some(nv)]));
+            e.out
+                .add_node(Node::new("Identity", vec![Some(v)], vec![Some(nv)]));
             e.out.value_mut(nv).producer = None;
             nv
         };
@@ -173,7 +186,11 @@ pub fn emit_graph(lifted: &Lifted, original: &Graph, sel: &Selection, options: E
     e.out.quantization_annotation = original
         .quantization_annotation
         .iter()
-        .filter(|q| q.tensor_name.as_ref().is_some_and(|n| surviving.contains(n)))
+        .filter(|q| {
+            q.tensor_name
+                .as_ref()
+                .is_some_and(|n| surviving.contains(n))
+        })
         .cloned()
         .collect();
     Ok(e.out)
@@ -183,7 +200,11 @@ pub fn emit_graph(lifted: &Lifted, original: &Graph, sel: &Selection, options: E
 fn post_order(egraph: &OnnxEGraph, sel: &Selection, roots: &[Id]) -> Vec<Id> {
     let mut done = BTreeSet::new();
     let mut order = Vec::new();
-    let mut stack: Vec<(Id, bool)> = roots.iter().rev().map(|&c| (egraph.find(c), false)).collect();
+    let mut stack: Vec<(Id, bool)> = roots
+        .iter()
+        .rev()
+        .map(|&c| (egraph.find(c), false))
+        .collect();
     while let Some((c, expanded)) = stack.pop() {
         if expanded {
             order.push(c);
@@ -254,7 +275,10 @@ impl Emitter<'_> {
     }
 
     fn is_output_name(&self, n: &str) -> bool {
-        self.original.outputs.iter().any(|&o| &*self.original.value(o).name == n)
+        self.original
+            .outputs
+            .iter()
+            .any(|&o| &*self.original.value(o).name == n)
     }
 
     fn emit_class(&mut self, c: Id) -> Result<(), EGraphError> {
@@ -279,7 +303,10 @@ impl Emitter<'_> {
                     .data
                     .names
                     .iter()
-                    .find(|n| self.lifted.initializer_names.contains_key(*n) && !self.used_names.contains(*n))
+                    .find(|n| {
+                        self.lifted.initializer_names.contains_key(*n)
+                            && !self.used_names.contains(*n)
+                    })
                     .cloned();
                 let name = match prefer {
                     Some(n) => {
@@ -315,7 +342,9 @@ impl Emitter<'_> {
                     .tuple_outputs
                     .get(&t)
                     .and_then(|outs| outs.get(i as usize).copied().flatten())
-                    .ok_or_else(|| EGraphError::Internal(format!("output {i} of class {t} missing")))?;
+                    .ok_or_else(|| {
+                        EGraphError::Internal(format!("output {i} of class {t} missing"))
+                    })?;
                 self.value_of.insert(c, v);
             }
             NodeKind::Attr(_) | NodeKind::None | NodeKind::Unique(_) | NodeKind::Root => {}
@@ -329,12 +358,17 @@ impl Emitter<'_> {
         };
         let info = self.egraph.analysis.ops.get(op).clone();
         let n_attrs = info.attr_names.len();
-        let schema = onnx_schema::registry().lookup(&info.domain, &info.op_type, info.since_version);
-        let canon = ONode::new(node.kind, node.children.iter().map(|&k| self.egraph.find(k)).collect());
+        let schema =
+            onnx_schema::registry().lookup(&info.domain, &info.op_type, info.since_version);
+        let canon = ONode::new(
+            node.kind,
+            node.children.iter().map(|&k| self.egraph.find(k)).collect(),
+        );
         let origin = self.origin_of.get(&canon).map(|&n| self.original.node(n));
         // Attributes: skip absent ones and those equal to the schema default the original node
         // did not spell out.
-        let implicit_ids: Vec<Id> = node.children[n_attrs + info.n_inputs..n_attrs + info.n_inputs + info.implicit_inputs.len()]
+        let implicit_ids: Vec<Id> = node.children
+            [n_attrs + info.n_inputs..n_attrs + info.n_inputs + info.implicit_inputs.len()]
             .iter()
             .map(|&k| self.egraph.find(k))
             .collect();
@@ -355,8 +389,13 @@ impl Emitter<'_> {
             let proto = self.egraph.analysis.attrs.get(a);
             let spelled = origin.is_some_and(|o| o.attribute(name).is_some());
             if !spelled {
-                if let Some(def) = schema.and_then(|s| s.attribute(name)).and_then(|s| s.default.as_ref()) {
-                    if crate::tables::AttrValue::new(def.clone()) == crate::tables::AttrValue::new(proto.clone()) {
+                if let Some(def) = schema
+                    .and_then(|s| s.attribute(name))
+                    .and_then(|s| s.default.as_ref())
+                {
+                    if crate::tables::AttrValue::new(def.clone())
+                        == crate::tables::AttrValue::new(proto.clone())
+                    {
                         continue;
                     }
                 }
@@ -385,7 +424,7 @@ impl Emitter<'_> {
             ir_node.metadata_props = o.metadata_props.clone();
             ir_node.overload = o.overload.clone();
             ir_node.device_configurations = o.device_configurations.clone();
-            ir_node.field_presence = o.field_presence.clone();
+            ir_node.field_presence = o.field_presence;
         }
         if info.is_tuple {
             // Which outputs are used: the Out(i) classes present in the selection.
@@ -398,7 +437,9 @@ impl Emitter<'_> {
                 }
             }
             let last_used = used.keys().next_back().map_or(0, |&i| i + 1);
-            let n_out = last_used.max(info.min_outputs).min(info.n_outputs.max(last_used));
+            let n_out = last_used
+                .max(info.min_outputs)
+                .min(info.n_outputs.max(last_used));
             let mut outs = Vec::with_capacity(n_out);
             for i in 0..n_out {
                 let name = match used.get(&i) {
@@ -437,7 +478,12 @@ impl Emitter<'_> {
         }
     }
 
-    fn attribute(&self, name: &str, proto: &AttributeProto, renames: &BTreeMap<String, String>) -> Result<Attribute, EGraphError> {
+    fn attribute(
+        &self,
+        name: &str,
+        proto: &AttributeProto,
+        renames: &BTreeMap<String, String>,
+    ) -> Result<Attribute, EGraphError> {
         let mut p = proto.clone();
         p.name = Some(name.to_string());
         if p.g.is_none() && p.graphs.is_empty() {
@@ -448,14 +494,20 @@ impl Emitter<'_> {
             });
         }
         let convert = |g: onnx_proto::GraphProto| -> Result<Graph, EGraphError> {
-            let mut g = Graph::from_proto_subgraph(g).map_err(|e| EGraphError::Ir(e.to_string()))?;
+            let mut g =
+                Graph::from_proto_subgraph(g).map_err(|e| EGraphError::Ir(e.to_string()))?;
             rename_outer(&mut g, renames);
             Ok(g)
         };
         let value = if let Some(g) = p.g.take() {
             AttributeValue::Graph(Box::new(convert(g)?))
         } else {
-            AttributeValue::Graphs(std::mem::take(&mut p.graphs).into_iter().map(convert).collect::<Result<_, _>>()?)
+            AttributeValue::Graphs(
+                std::mem::take(&mut p.graphs)
+                    .into_iter()
+                    .map(convert)
+                    .collect::<Result<_, _>>()?,
+            )
         };
         Ok(Attribute {
             name: name.into(),

@@ -70,7 +70,11 @@ struct Best {
 }
 
 /// Extracts the best DAG below `root` under `model`.
-pub fn extract_dag(egraph: &OnnxEGraph, root: Id, model: &dyn CostModel) -> Result<Selection, crate::EGraphError> {
+pub fn extract_dag(
+    egraph: &OnnxEGraph,
+    root: Id,
+    model: &dyn CostModel,
+) -> Result<Selection, crate::EGraphError> {
     let root = egraph.find(root);
     let mut classes: Vec<Id> = egraph.classes().map(|c| c.id).collect();
     classes.sort();

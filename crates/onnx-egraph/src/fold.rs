@@ -14,7 +14,11 @@ use crate::tables::OpInfo;
 
 /// Ops never folded even with constant inputs: their value is not a function of the inputs, or
 /// folding them would change what the model means to a runtime (quantization boundaries).
-const NEVER_FOLD: &[&str] = &["QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"];
+const NEVER_FOLD: &[&str] = &[
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+];
 
 pub(crate) fn analyze_op(egraph: &mut OnnxEGraph, op: OpId, children: &[Id]) -> ClassData {
     let info = egraph.analysis.ops.get(op).clone();
@@ -43,25 +47,63 @@ pub(crate) fn analyze_op(egraph: &mut OnnxEGraph, op: OpId, children: &[Id]) -> 
         && info.has_schema
         && !has_graph
         && !NEVER_FOLD.contains(&info.op_type.as_str());
-    if foldable {
-        if let Some(data) = fold_op(egraph, &info, attribute.clone(), &children[n_attrs..]) {
+    let inferred = infer_op(egraph, &info, &attribute, &children[n_attrs..]);
+    if foldable
+        && inferred.constant.is_none()
+        && within_budget(egraph, &info, &inferred, &children[n_attrs..])
+    {
+        if let Some(data) = fold_op(egraph, &info, attribute, &children[n_attrs..]) {
             return data;
         }
     }
-    infer_op(egraph, &info, &attribute, &children[n_attrs..])
+    inferred
+}
+
+/// False when inference already shows the result is over the folding budget (so a huge
+/// ConstantOfShape/Expand/Tile is never computed just to be thrown away).
+fn within_budget(egraph: &OnnxEGraph, info: &OpInfo, inferred: &ClassData, inputs: &[Id]) -> bool {
+    let Some(floor) = egraph.analysis.fold.budget_floor else {
+        return true;
+    };
+    let input_bytes: usize = inputs[..info.n_inputs]
+        .iter()
+        .filter_map(|&c| egraph[c].data.constant)
+        .map(|k| egraph.analysis.consts.get(k).bytes)
+        .sum();
+    let budget = floor.max(input_bytes) as f64;
+    let types: Vec<&onnx_proto::TypeProto> = match &inferred.tuple_types {
+        Some(t) => t.iter().filter_map(|(ty, _)| ty.as_ref()).collect(),
+        None => inferred.ty.iter().collect(),
+    };
+    types.iter().all(|ty| match crate::types::static_bytes(ty) {
+        Some(b) => b <= budget,
+        None => true,
+    })
 }
 
 /// Output types and symbolic values from the schema's inference rules.
-fn infer_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: &[AttributeProto], inputs: &[Id]) -> ClassData {
+fn infer_op(
+    egraph: &mut OnnxEGraph,
+    info: &OpInfo,
+    attribute: &[AttributeProto],
+    inputs: &[Id],
+) -> ClassData {
     let mut data = ClassData::default();
-    let Some(schema) = onnx_schema::registry().lookup(&info.domain, &info.op_type, info.since_version) else {
+    let Some(schema) =
+        onnx_schema::registry().lookup(&info.domain, &info.op_type, info.since_version)
+    else {
         return data;
     };
     let inputs = &inputs[..info.n_inputs];
     let none: Vec<bool> = inputs.iter().map(|&c| is_none(egraph, c)).collect();
     let tensors: Vec<Option<std::sync::Arc<onnx_proto::TensorProto>>> = inputs
         .iter()
-        .map(|&c| egraph[c].data.constant.map(|k| egraph.analysis.consts.get(k).tensor.clone()))
+        .map(|&c| {
+            egraph[c]
+                .data
+                .constant
+                .map(|k| egraph.analysis.consts.get(k).tensor.clone())
+        })
         .collect();
     let infos: Vec<Option<InputInfo<'_>>> = inputs
         .iter()
@@ -78,7 +120,13 @@ fn infer_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: &[AttributeProto]
             })
         })
         .collect();
-    let Ok(outputs) = onnx_schema::infer::infer_node(schema, info.opset_version, attribute, &infos, info.n_outputs.max(1)) else {
+    let Ok(outputs) = onnx_schema::infer::infer_node(
+        schema,
+        info.opset_version,
+        attribute,
+        &infos,
+        info.n_outputs.max(1),
+    ) else {
         return data;
     };
     if info.is_tuple {
@@ -97,7 +145,10 @@ fn infer_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: &[AttributeProto]
 }
 
 /// An int64 scalar or vector whose symbolic value is fully known, as a tensor.
-fn known_shape_constant(ty: Option<&onnx_proto::TypeProto>, sym: Option<&[SymDim]>) -> Option<onnx_proto::TensorProto> {
+fn known_shape_constant(
+    ty: Option<&onnx_proto::TypeProto>,
+    sym: Option<&[SymDim]>,
+) -> Option<onnx_proto::TensorProto> {
     let sym = sym?;
     let values: Vec<i64> = sym.iter().map(|d| d.known()).collect::<Option<_>>()?;
     let shape = onnx_schema::infer::shape_of(ty?)?;
@@ -106,18 +157,31 @@ fn known_shape_constant(ty: Option<&onnx_proto::TypeProto>, sym: Option<&[SymDim
         1 => vec![values.len() as i64],
         _ => return None,
     };
-    if onnx_schema::infer::elem_type_of(ty?) != Some(onnx_proto::tensor_proto::DataType::Int64 as i32) {
+    if onnx_schema::infer::elem_type_of(ty?)
+        != Some(onnx_proto::tensor_proto::DataType::Int64 as i32)
+    {
         return None;
     }
     Some(onnx_proto::TensorProto {
         dims,
         data_type: Some(onnx_proto::tensor_proto::DataType::Int64 as i32),
-        raw_data: Some(values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>().into()),
+        raw_data: Some(
+            values
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
         ..Default::default()
     })
 }
 
-fn fold_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: Vec<AttributeProto>, children: &[Id]) -> Option<ClassData> {
+fn fold_op(
+    egraph: &mut OnnxEGraph,
+    info: &OpInfo,
+    attribute: Vec<AttributeProto>,
+    children: &[Id],
+) -> Option<ClassData> {
     let mut data = ClassData::default();
     let inputs = &children[..info.n_inputs];
     let mut values = Vec::with_capacity(inputs.len());
@@ -134,7 +198,10 @@ fn fold_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: Vec<AttributeProto
         match egraph.analysis.const_value(k) {
             Ok(v) => values.push(Some((*v).clone())),
             Err(e) => {
-                egraph.analysis.fold_failures.push((info.op_type.clone(), e));
+                egraph
+                    .analysis
+                    .fold_failures
+                    .push((info.op_type.clone(), e));
                 return None;
             }
         }
@@ -142,16 +209,25 @@ fn fold_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: Vec<AttributeProto
     }
     let node = NodeProto {
         op_type: Some(info.op_type.clone()),
-        domain: if info.domain.is_empty() { None } else { Some(info.domain.clone()) },
+        domain: if info.domain.is_empty() {
+            None
+        } else {
+            Some(info.domain.clone())
+        },
         input: input_names,
-        output: (0..info.n_outputs.max(1)).map(|i| format!("out{i}")).collect(),
+        output: (0..info.n_outputs.max(1))
+            .map(|i| format!("out{i}"))
+            .collect(),
         attribute,
         ..Default::default()
     };
     let outputs = match onnx_ref::eval_node(&node, info.opset_version, &values) {
         Ok(o) => o,
         Err(e) => {
-            egraph.analysis.fold_failures.push((info.op_type.clone(), e.to_string()));
+            egraph
+                .analysis
+                .fold_failures
+                .push((info.op_type.clone(), e.to_string()));
             return None;
         }
     };
@@ -166,19 +242,28 @@ fn fold_op(egraph: &mut OnnxEGraph, info: &OpInfo, attribute: Vec<AttributeProto
             return None;
         };
         if let Some(b) = budget {
-            if t.dtype().raw_len(t.len()).unwrap_or(t.len().saturating_mul(16)) > b {
+            if t.dtype()
+                .raw_len(t.len())
+                .unwrap_or(t.len().saturating_mul(16))
+                > b
+            {
                 egraph.analysis.over_budget += 1;
                 return None;
             }
         }
         ids.push(t);
     }
-    let ids: Vec<_> = ids.into_iter().map(|t| egraph.analysis.intern_value(t)).collect();
+    let ids: Vec<_> = ids
+        .into_iter()
+        .map(|t| egraph.analysis.intern_value(t))
+        .collect();
     if info.is_tuple {
         data.tuple_constants = Some(ids.into_iter().map(Some).collect());
     } else if let Some(&c) = ids.first() {
         data.constant = Some(c);
-        data.ty = Some(crate::types::tensor_type_of(&egraph.analysis.consts.get(c).tensor));
+        data.ty = Some(crate::types::tensor_type_of(
+            &egraph.analysis.consts.get(c).tensor,
+        ));
     }
     Some(data)
 }

@@ -30,13 +30,21 @@ pub use saturate::{Phase, PhaseReport, PhaseStop};
 #[derive(Debug, thiserror::Error)]
 pub enum EGraphError {
     #[error("node '{node}' ({op}): no opset import for domain '{domain}'")]
-    NoOpset { node: String, op: String, domain: String },
+    NoOpset {
+        node: String,
+        op: String,
+        domain: String,
+    },
     #[error("{0}")]
     Ir(String),
     #[error("extraction found no finite-cost graph (every candidate was forbidden or cyclic)")]
     NoExtraction,
     #[error("phase '{phase}': a rewrite merged values of different types ({left} vs {right}): the rule is unsound")]
-    UnsoundMerge { phase: String, left: String, right: String },
+    UnsoundMerge {
+        phase: String,
+        left: String,
+        right: String,
+    },
     #[error("the optimized graph fails the checker: {0}")]
     Check(String),
     #[error("internal error: {0}")]

@@ -57,20 +57,31 @@ pub fn lift_model(model: &Model, fold: FoldOptions) -> Result<Lifted, EGraphErro
     let opsets: BTreeMap<String, i64> = model
         .opset_imports
         .iter()
-        .map(|o| (onnx_schema::normalize_domain(&o.domain).to_string(), o.version))
+        .map(|o| {
+            (
+                onnx_schema::normalize_domain(&o.domain).to_string(),
+                o.version,
+            )
+        })
         .collect();
     lift_graph(&model.graph, &opsets, fold)
 }
 
 /// Lifts one graph given the opset imports in force.
-pub fn lift_graph(graph: &Graph, opsets: &BTreeMap<String, i64>, fold: FoldOptions) -> Result<Lifted, EGraphError> {
+pub fn lift_graph(
+    graph: &Graph,
+    opsets: &BTreeMap<String, i64>,
+    fold: FoldOptions,
+) -> Result<Lifted, EGraphError> {
     let mut egraph = OnnxEGraph::new(OnnxAnalysis::new(fold));
     let mut value_class: BTreeMap<ValueId, Id> = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut initializer_names = BTreeMap::new();
     for &v in &graph.initializers {
         let value = graph.value(v);
-        let Some(t) = &value.initializer else { continue };
+        let Some(t) = &value.initializer else {
+            continue;
+        };
         let c = egraph.analysis.consts.intern(t.clone());
         let id = egraph.add(ONode::leaf(NodeKind::Const(c)));
         egraph[id].data.names.insert(value.name.to_string());
@@ -100,11 +111,14 @@ pub fn lift_graph(graph: &Graph, opsets: &BTreeMap<String, i64>, fold: FoldOptio
     for nid in order {
         let node = graph.node(nid);
         let domain = onnx_schema::normalize_domain(&node.domain).to_string();
-        let opset = opsets.get(&domain).copied().ok_or_else(|| EGraphError::NoOpset {
-            node: node.name_or_empty().to_string(),
-            op: node.op_type.to_string(),
-            domain: domain.clone(),
-        })?;
+        let opset = opsets
+            .get(&domain)
+            .copied()
+            .ok_or_else(|| EGraphError::NoOpset {
+                node: node.name_or_empty().to_string(),
+                op: node.op_type.to_string(),
+                domain: domain.clone(),
+            })?;
         let schema = onnx_schema::registry().lookup(&domain, &node.op_type, opset);
         // Attribute layout: the schema's attributes (with defaults), then any the node has that
         // the schema does not know, by name.
@@ -141,7 +155,14 @@ pub fn lift_graph(graph: &Graph, opsets: &BTreeMap<String, i64>, fold: FoldOptio
         for input in &node.inputs {
             children.push(match input {
                 None => none,
-                Some(v) => class_of(&mut egraph, graph, *v, &mut value_class, &mut outer, inputs.len()),
+                Some(v) => class_of(
+                    &mut egraph,
+                    graph,
+                    *v,
+                    &mut value_class,
+                    &mut outer,
+                    inputs.len(),
+                ),
             });
         }
         implicit.sort();
@@ -150,7 +171,14 @@ pub fn lift_graph(graph: &Graph, opsets: &BTreeMap<String, i64>, fold: FoldOptio
         // are outer values of this graph too.
         for name in &implicit {
             let id = match graph.find_value(name) {
-                Some(v) => class_of(&mut egraph, graph, v, &mut value_class, &mut outer, inputs.len()),
+                Some(v) => class_of(
+                    &mut egraph,
+                    graph,
+                    v,
+                    &mut value_class,
+                    &mut outer,
+                    inputs.len(),
+                ),
                 None => outer_class(&mut egraph, name, &mut outer, inputs.len()),
             };
             children.push(id);
@@ -200,7 +228,14 @@ pub fn lift_graph(graph: &Graph, opsets: &BTreeMap<String, i64>, fold: FoldOptio
     }
     let mut outs = Vec::with_capacity(graph.outputs.len());
     for &v in &graph.outputs {
-        outs.push(class_of(&mut egraph, graph, v, &mut value_class, &mut outer, inputs.len()));
+        outs.push(class_of(
+            &mut egraph,
+            graph,
+            v,
+            &mut value_class,
+            &mut outer,
+            inputs.len(),
+        ));
     }
     let root = egraph.add(ONode::new(NodeKind::Root, outs));
     egraph.rebuild();
@@ -233,7 +268,12 @@ fn class_of(
     id
 }
 
-fn outer_class(egraph: &mut OnnxEGraph, name: &str, outer: &mut Vec<String>, n_inputs: usize) -> Id {
+fn outer_class(
+    egraph: &mut OnnxEGraph,
+    name: &str,
+    outer: &mut Vec<String>,
+    n_inputs: usize,
+) -> Id {
     let k = match outer.iter().position(|o| o == name) {
         Some(k) => k,
         None => {

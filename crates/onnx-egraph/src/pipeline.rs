@@ -62,11 +62,19 @@ pub struct OptimizeReport {
 
 /// Optimizes a model's main graph and its subgraphs. The result passes the checker or this
 /// returns an error.
-pub fn optimize_model(model: &Model, options: OptimizeOptions) -> Result<(Model, OptimizeReport), EGraphError> {
+pub fn optimize_model(
+    model: &Model,
+    options: OptimizeOptions,
+) -> Result<(Model, OptimizeReport), EGraphError> {
     let opsets: BTreeMap<String, i64> = model
         .opset_imports
         .iter()
-        .map(|o| (onnx_schema::normalize_domain(&o.domain).to_string(), o.version))
+        .map(|o| {
+            (
+                onnx_schema::normalize_domain(&o.domain).to_string(),
+                o.version,
+            )
+        })
         .collect();
     let mut subgraphs = 0;
     let (graph, main) = optimize_graph(
@@ -121,7 +129,14 @@ pub fn optimize_graph(
         CostKind::Latency => extract_dag(&lifted.egraph, lifted.root, &Latency)?,
         CostKind::NodeCount => extract_dag(&lifted.egraph, lifted.root, &NodeCount)?,
     };
-    let out = emit_graph(&lifted, source, &sel, EmitOptions { initializers_are_inputs })?;
+    let out = emit_graph(
+        &lifted,
+        source,
+        &sel,
+        EmitOptions {
+            initializers_are_inputs,
+        },
+    )?;
     let extract_seconds = t2.elapsed().as_secs_f64();
     let a = &lifted.egraph.analysis;
     let report = GraphReport {

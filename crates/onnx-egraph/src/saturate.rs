@@ -42,7 +42,10 @@ pub struct PhaseReport {
 }
 
 /// Runs the phases in order on the e-graph, returning it with one report per phase.
-pub fn saturate(mut egraph: OnnxEGraph, phases: &[Phase]) -> Result<(OnnxEGraph, Vec<PhaseReport>), EGraphError> {
+pub fn saturate(
+    mut egraph: OnnxEGraph,
+    phases: &[Phase],
+) -> Result<(OnnxEGraph, Vec<PhaseReport>), EGraphError> {
     let mut reports = Vec::new();
     for phase in phases {
         let start = Instant::now();

@@ -135,7 +135,10 @@ impl ConstStore {
         if let Some(ids) = self.by_hash.get(&hash) {
             for &id in ids {
                 let e = &self.entries[id.0 as usize].tensor;
-                if e.data_type == tensor.data_type && e.dims == tensor.dims && content_bytes(e) == key {
+                if e.data_type == tensor.data_type
+                    && e.dims == tensor.dims
+                    && content_bytes(e) == key
+                {
                     return id;
                 }
             }

@@ -50,10 +50,13 @@ pub fn compatible(a: &TypeProto, b: &TypeProto) -> bool {
     if sa.dim.len() != sb.dim.len() {
         return false;
     }
-    sa.dim.iter().zip(&sb.dim).all(|(x, y)| match (&x.value, &y.value) {
-        (Some(Dim::DimValue(p)), Some(Dim::DimValue(q))) => p == q,
-        _ => true,
-    })
+    sa.dim
+        .iter()
+        .zip(&sb.dim)
+        .all(|(x, y)| match (&x.value, &y.value) {
+            (Some(Dim::DimValue(p)), Some(Dim::DimValue(q))) => p == q,
+            _ => true,
+        })
 }
 
 fn known_dims(t: &TypeProto) -> i64 {
@@ -103,4 +106,19 @@ pub fn describe(t: &TypeProto) -> String {
         }
         None => format!("{t:?}"),
     }
+}
+
+/// Bytes of a tensor type whose shape is fully known (element size from the data type).
+pub fn static_bytes(t: &TypeProto) -> Option<f64> {
+    let (elem, shape) = tensor_parts(t)?;
+    let shape = shape?;
+    let bits = onnx_ref::DType::from_code(elem?)?.bit_width().max(1) as f64;
+    let mut n = 1f64;
+    for d in &shape.dim {
+        match d.value {
+            Some(Dim::DimValue(v)) if v >= 0 => n *= v as f64,
+            _ => return None,
+        }
+    }
+    Some(n * bits / 8.0)
 }
