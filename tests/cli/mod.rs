@@ -105,3 +105,35 @@ fn optimize_writes_a_checked_model_and_a_report() {
     assert!(leftovers.is_empty());
     assert!(Path::new(&out).is_file());
 }
+
+#[test]
+fn print_writes_text_that_parses_back_to_the_model() {
+    let m = shared().join("onnx-backend/node/test_relu/model.onnx");
+    let o = onnx_opt(&[&"print", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("y = Relu (x)"), "{text}");
+    let parsed = onnx_text::parse_model(&text).unwrap();
+    let original = onnx_proto::load_model(&m).unwrap().model;
+    assert_eq!(parsed, original);
+}
+
+#[test]
+fn copy_is_byte_identical_and_externalizes_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = shared().join("models/squeezenet1_0-opset13/model.onnx");
+    let out = dir.path().join("copy.onnx");
+    let o = onnx_opt(&[&"copy", &m, &"-o", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&m).unwrap(), std::fs::read(&out).unwrap());
+    let ext = dir.path().join("ext.onnx");
+    let o = onnx_opt(&[&"copy", &m, &"-o", &ext, &"--external-threshold", &"4096"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("ext.onnx.data").is_file());
+    assert!(std::fs::metadata(&ext).unwrap().len() < 100_000);
+    // The externalized model optimizes and checks like the original.
+    let opt = dir.path().join("opt.onnx");
+    let o = onnx_opt(&[&ext, &"-o", &opt, &"--check", &"1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("opt.onnx.data").is_file(), "external input -> external output");
+}
