@@ -6,7 +6,12 @@
 //! - Lossless conversion: `Model::from_proto(p)?.to_proto() == p` for every well-formed
 //!   message, valid or not (duplicates, cycles, undefined names are kept for the checker).
 //! - [`Graph::topological_order`] / [`Graph::sort_topologically`]: a stable Kahn order.
-//! - [`check_model`]: the structural checker (what `onnx.checker` checks without schemas).
+//! - [`check_model`]: the checker, as `onnx.checker.check_model(m, full_check=True)` without
+//!   shape inference: structural rules, then each node against its operator schema of onnx
+//!   1.23.2 (op known at the imported opset, arity, attributes, type constraints on declared
+//!   types; calls of model-local functions against their signature). Problems come back as
+//!   [`CheckError`]s, schema ones as [`CheckError::Schema`] with a [`SchemaProblem`];
+//!   [`CheckOptions::with_schema_checks`] turns the schema rules off.
 //!
 //! # Example
 //!
@@ -54,7 +59,10 @@ mod topo;
 
 pub use attribute::{Attribute, AttributeValue};
 pub use check::MAX_IR_VERSION;
-pub use check::{check_model, check_model_with, CheckError, CheckOptions, NodeRef, TensorProblem};
+pub use check::{
+    check_model, check_model_with, CheckError, CheckOptions, NodeRef, Port, SchemaProblem,
+    TensorProblem,
+};
 pub use error::IrError;
 pub use graph::{Graph, InfoList, InfoOverride, Node, NodeFieldPresence, NodeId, Value, ValueId};
 pub use import::MAX_SUBGRAPH_DEPTH;

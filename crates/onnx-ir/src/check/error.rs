@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use crate::check::schema::SchemaProblem;
 use crate::graph::{InfoList, NodeId};
 use crate::name::Name;
 
@@ -44,8 +45,15 @@ pub(crate) fn list_label(list: InfoList) -> &'static str {
 pub enum TensorProblem {
     /// `data_type` is missing or UNDEFINED.
     NoDataType,
-    /// A dimension is negative or the element count overflows.
-    BadShape,
+    /// A dimension is negative.
+    NegativeDimension {
+        /// The dimension's position.
+        index: usize,
+        /// Its value.
+        dim: i64,
+    },
+    /// The element count (or byte size) does not fit in 64 bits.
+    SizeOverflow,
     /// Stored externally but also holds data in the message.
     ExternalWithData,
     /// Stored externally without a `location` entry.
@@ -56,6 +64,24 @@ pub enum TensorProblem {
     DataFieldCount(usize),
     /// A STRING tensor stored in `raw_data`.
     StringInRawData,
+    /// A data type onnx does not define, with its data in a typed field.
+    UnknownDataType(i32),
+    /// The data is in a typed field the data type does not use.
+    WrongDataField {
+        /// The field the data type uses, e.g. "int64_data".
+        expected: &'static str,
+        /// The field that is set.
+        actual: &'static str,
+    },
+    /// A typed data field with fewer entries than the shape requires.
+    TypedDataTooSmall {
+        /// The field.
+        field: &'static str,
+        /// Entries present.
+        actual: usize,
+        /// Entries required.
+        expected: u64,
+    },
     /// `raw_data` is shorter than the shape and type require.
     RawDataTooSmall {
         /// Bytes present.
@@ -69,7 +95,10 @@ impl fmt::Display for TensorProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TensorProblem::NoDataType => f.write_str("has no data type"),
-            TensorProblem::BadShape => f.write_str("has a negative or overflowing shape"),
+            TensorProblem::NegativeDimension { index, dim } => {
+                write!(f, "has a negative dimension ({dim} at position {index})")
+            }
+            TensorProblem::SizeOverflow => f.write_str("has more elements than 64 bits can count"),
             TensorProblem::ExternalWithData => {
                 f.write_str("is stored externally but also holds data")
             }
@@ -81,6 +110,21 @@ impl fmt::Display for TensorProblem {
                 write!(f, "must hold its data in exactly one field, not {n}")
             }
             TensorProblem::StringInRawData => f.write_str("stores strings in raw_data"),
+            TensorProblem::UnknownDataType(data_type) => {
+                write!(f, "has data type {data_type}, which ONNX does not define")
+            }
+            TensorProblem::WrongDataField { expected, actual } => write!(
+                f,
+                "stores its values in '{actual}', but its data type uses '{expected}'"
+            ),
+            TensorProblem::TypedDataTooSmall {
+                field,
+                actual,
+                expected,
+            } => write!(
+                f,
+                "has {actual} entries in {field}, fewer than the {expected} its shape needs"
+            ),
             TensorProblem::RawDataTooSmall { actual, expected } => write!(
                 f,
                 "has {actual} bytes of raw_data, fewer than the {expected} its shape and type need"
@@ -321,6 +365,19 @@ pub enum CheckError {
         /// The functions on the cycle, first repeated at the end.
         cycle: Vec<String>,
     },
+    /// A node its operator schema, or the model-local function it calls, rejects.
+    Schema {
+        /// The node.
+        node: NodeRef,
+        /// What is wrong.
+        problem: SchemaProblem,
+    },
+    /// The embedded operator schema table could not be read, so no node was checked against
+    /// a schema.
+    SchemaTableUnavailable {
+        /// Why.
+        reason: String,
+    },
     /// A problem inside a subgraph held by a node's attribute.
     InSubgraph {
         /// The node holding the subgraph.
@@ -483,6 +540,11 @@ impl fmt::Display for CheckError {
             E::FunctionCallCycle { cycle } => {
                 write!(f, "model-local functions call each other in a cycle: {}", cycle.join(" -> "))
             }
+            E::Schema { node, problem } => write!(f, "{node}: {problem}"),
+            E::SchemaTableUnavailable { reason } => write!(
+                f,
+                "the operator schema table is unavailable, nodes were not checked against schemas: {reason}"
+            ),
             E::InSubgraph {
                 node,
                 attribute,

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::check::check_opset_versions;
 use crate::check::error::CheckError;
 use crate::check::graph::{GraphChecker, GraphKind};
+use crate::check::schema::SchemaChecker;
 use crate::graph::Graph;
 use crate::model::{Function, Model};
 
@@ -21,7 +22,12 @@ fn function_label(f: &Function) -> String {
     }
 }
 
-pub(crate) fn check_functions(model: &Model, ir_version: i64, errors: &mut Vec<CheckError>) {
+pub(crate) fn check_functions(
+    model: &Model,
+    ir_version: i64,
+    schema: Option<&SchemaChecker<'_>>,
+    errors: &mut Vec<CheckError>,
+) {
     let mut by_id: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
     for (index, f) in model.functions.iter().enumerate() {
         // The first definition is the one calls resolve to.
@@ -73,8 +79,15 @@ pub(crate) fn check_functions(model: &Model, ir_version: i64, errors: &mut Vec<C
         let checker = GraphChecker {
             ir_version,
             opsets: &f.opset_imports,
+            schema,
         };
-        checker.check(body, GraphKind::FunctionBody, &mut Vec::new(), &mut inner);
+        checker.check(
+            body,
+            GraphKind::FunctionBody,
+            &[],
+            &mut Vec::new(),
+            &mut inner,
+        );
         errors.extend(inner.into_iter().map(|error| CheckError::InFunction {
             function: label.clone(),
             error: Box::new(error),

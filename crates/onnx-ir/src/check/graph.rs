@@ -10,6 +10,7 @@ use onnx_proto::{attribute_proto::AttributeType, type_proto, AttributeProto, Ten
 
 use crate::attribute::{Attribute, AttributeValue};
 use crate::check::error::{CheckError, NodeRef};
+use crate::check::schema::{SchemaChecker, TypeScope};
 use crate::check::tensor::check_tensor;
 use crate::error::IrError;
 use crate::graph::{Graph, InfoList, Node, NodeId, ValueId};
@@ -35,6 +36,8 @@ pub(crate) struct GraphChecker<'a> {
     pub(crate) ir_version: i64,
     /// The opset imports nodes resolve their domain in.
     pub(crate) opsets: &'a [OpsetImport],
+    /// The schema checks, when switched on.
+    pub(crate) schema: Option<&'a SchemaChecker<'a>>,
 }
 
 fn node_ref(graph: &Graph, index: usize, id: NodeId) -> NodeRef {
@@ -48,11 +51,13 @@ fn node_ref(graph: &Graph, index: usize, id: NodeId) -> NodeRef {
 }
 
 impl GraphChecker<'_> {
-    /// Checks `graph`; `scopes` holds the names of the enclosing graphs.
-    pub(crate) fn check(
+    /// Checks `graph`; `enclosing` holds the enclosing graphs (outermost first) and `scopes`
+    /// the names they define.
+    pub(crate) fn check<'g>(
         &self,
-        graph: &Graph,
+        graph: &'g Graph,
         kind: GraphKind,
+        enclosing: &[&'g Graph],
         scopes: &mut Scopes,
         errors: &mut Vec<CheckError>,
     ) {
@@ -91,7 +96,7 @@ impl GraphChecker<'_> {
                     graph, &node_ref, *input, &available, &position, scopes, errors,
                 );
             }
-            self.check_node(node, &node_ref, kind, scopes, errors);
+            self.check_node(graph, node, &node_ref, kind, enclosing, scopes, errors);
             for &output in node.outputs.iter().flatten() {
                 let name = graph.value(output).name.clone();
                 let (outer, this) = match scopes.split_last() {
@@ -252,11 +257,14 @@ impl GraphChecker<'_> {
         }
     }
 
-    fn check_node(
+    #[allow(clippy::too_many_arguments)]
+    fn check_node<'g>(
         &self,
-        node: &Node,
+        graph: &'g Graph,
+        node: &'g Node,
         node_ref: &NodeRef,
         kind: GraphKind,
+        enclosing: &[&'g Graph],
         scopes: &mut Scopes,
         errors: &mut Vec<CheckError>,
     ) {
@@ -270,11 +278,18 @@ impl GraphChecker<'_> {
                 node: node_ref.clone(),
             });
         }
-        if opset_version_in(self.opsets, &node.domain).is_none() {
+        let opset = opset_version_in(self.opsets, &node.domain);
+        if opset.is_none() {
             errors.push(CheckError::MissingOpsetImport {
                 node: node_ref.clone(),
                 domain: node.domain.clone(),
             });
+        }
+        // The graphs a subgraph of this node sees around it (built only for nodes with one).
+        let mut inner_enclosing: Vec<&'g Graph> = Vec::new();
+        if node.subgraphs().next().is_some() {
+            inner_enclosing.extend_from_slice(enclosing);
+            inner_enclosing.push(graph);
         }
         let mut seen: HashSet<&str> = HashSet::new();
         for attribute in &node.attributes {
@@ -289,7 +304,13 @@ impl GraphChecker<'_> {
             let many = matches!(attribute.value, AttributeValue::Graphs(_));
             for (i, sub) in graphs.into_iter().enumerate() {
                 let mut inner = Vec::new();
-                self.check(sub, GraphKind::Subgraph, scopes, &mut inner);
+                self.check(
+                    sub,
+                    GraphKind::Subgraph,
+                    &inner_enclosing,
+                    scopes,
+                    &mut inner,
+                );
                 errors.extend(inner.into_iter().map(|error| CheckError::InSubgraph {
                     node: node_ref.clone(),
                     attribute: attribute.name.clone(),
@@ -297,6 +318,18 @@ impl GraphChecker<'_> {
                     error: Box::new(error),
                 }));
             }
+        }
+        if let (Some(schema), Some(opset)) = (self.schema, opset) {
+            let scope = TypeScope {
+                graph,
+                outer: enclosing,
+            };
+            let mut problems = Vec::new();
+            schema.check_node(&scope, node, opset, &mut problems);
+            errors.extend(problems.into_iter().map(|problem| CheckError::Schema {
+                node: node_ref.clone(),
+                problem,
+            }));
         }
     }
 

@@ -1,24 +1,29 @@
-//! The structural checker: what `onnx.checker.check_model` verifies without operator schemas
-//! (IR version and opset imports, SSA, topological order, defined names across subgraph
-//! scopes, graph outputs, declarations, initializers, attributes, model-local functions).
-//! Every problem is collected; none stops the check.
+//! The checker: what `onnx.checker.check_model(model, full_check=True)` verifies, without
+//! shape inference. Structural rules (IR version and opset imports, SSA, topological order,
+//! defined names across subgraph scopes, graph outputs, declarations, initializers,
+//! attributes, model-local functions) and, unless [`CheckOptions::schema_checks`] is off,
+//! schema rules per node (operator known at the imported opset, arity, attribute names and
+//! types, required attributes, declared types against type constraints, calls of model-local
+//! functions against their signature). Every problem is collected; none stops the check.
 //!
 //! Layout: `graph` walks a graph and its subgraphs, `function` checks model-local functions,
-//! `tensor` checks tensors, `error` renders problems. Schema-driven checks (arity, attribute
-//! names and types, type constraints) are meant to live in a `schema` submodule switched on
-//! through [`CheckOptions`].
+//! `tensor` checks tensors, `schema` checks a node against its operator schema, `error`
+//! renders problems.
 
 mod error;
 mod function;
 mod graph;
+mod schema;
 mod tensor;
 
 use std::collections::BTreeSet;
 
 pub use error::{CheckError, NodeRef, TensorProblem};
+pub use schema::{Port, SchemaProblem};
 
 use crate::model::{Model, OpsetImport};
 use graph::{GraphChecker, GraphKind};
+use schema::SchemaChecker;
 
 /// The newest IR version the checker accepts: `onnx.IR_VERSION` of onnx 1.23.2.
 pub const MAX_IR_VERSION: i64 = 14;
@@ -29,13 +34,30 @@ pub const MAX_IR_VERSION: i64 = 14;
 pub struct CheckOptions {
     /// The newest IR version accepted.
     pub max_ir_version: i64,
+    /// Check nodes against the operator schemas of onnx 1.23.2 (on by default). Off, only the
+    /// structural rules apply (what `onnx.checker` checks before looking up schemas).
+    pub schema_checks: bool,
 }
 
 impl Default for CheckOptions {
     fn default() -> Self {
         CheckOptions {
             max_ir_version: MAX_IR_VERSION,
+            schema_checks: true,
         }
+    }
+}
+
+impl CheckOptions {
+    /// These options with schema checks switched on or off.
+    ///
+    /// ```
+    /// let structural_only = onnx_ir::CheckOptions::default().with_schema_checks(false);
+    /// assert!(!structural_only.schema_checks);
+    /// ```
+    pub fn with_schema_checks(mut self, on: bool) -> Self {
+        self.schema_checks = on;
+        self
     }
 }
 
@@ -82,13 +104,38 @@ pub fn check_model_with(model: &Model, options: &CheckOptions) -> Result<(), Vec
     }
     // Without a valid IR version, check the rest as the newest IR.
     let ir = ir_version.unwrap_or(options.max_ir_version);
+    let registry = if options.schema_checks {
+        match onnx_schema::try_registry() {
+            Ok(registry) => Some(registry),
+            Err(err) => {
+                errors.push(CheckError::SchemaTableUnavailable {
+                    reason: err.to_string(),
+                });
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let schema = registry.map(|registry| SchemaChecker {
+        registry,
+        functions: &model.functions,
+        ir_version: ir,
+    });
     let checker = GraphChecker {
         ir_version: ir,
         opsets: &opsets,
+        schema: schema.as_ref(),
     };
-    checker.check(&model.graph, GraphKind::Main, &mut Vec::new(), &mut errors);
+    checker.check(
+        &model.graph,
+        GraphKind::Main,
+        &[],
+        &mut Vec::new(),
+        &mut errors,
+    );
     if ir >= 8 {
-        function::check_functions(model, ir, &mut errors);
+        function::check_functions(model, ir, schema.as_ref(), &mut errors);
     }
     if errors.is_empty() {
         Ok(())

@@ -1,6 +1,7 @@
 //! Tensor rules of the checker (initializers and tensor attributes), as `onnx.checker`'s
 //! `check_tensor`: a data type, exactly one data field for a non-empty tensor, external data
-//! with a location, and raw_data long enough for the shape and type.
+//! with a location, raw_data long enough for the shape and type, and otherwise the typed field
+//! the data type belongs in, long enough for the shape.
 
 use onnx_proto::{tensor_proto::DataLocation, TensorProto};
 
@@ -36,18 +37,20 @@ pub(crate) fn check_tensor(tensor: &TensorProto) -> Option<TensorProblem> {
         return Some(TensorProblem::NoDataType);
     }
     let has_raw = tensor.raw_data.as_ref().is_some_and(|r| !r.is_empty());
-    let fields = [
-        !tensor.float_data.is_empty(),
-        !tensor.int32_data.is_empty(),
-        !tensor.string_data.is_empty(),
-        !tensor.int64_data.is_empty(),
-        has_raw,
-        !tensor.double_data.is_empty(),
-        !tensor.uint64_data.is_empty(),
+    let set_fields: Vec<&'static str> = [
+        ("float_data", !tensor.float_data.is_empty()),
+        ("int32_data", !tensor.int32_data.is_empty()),
+        ("string_data", !tensor.string_data.is_empty()),
+        ("int64_data", !tensor.int64_data.is_empty()),
+        ("raw_data", has_raw),
+        ("double_data", !tensor.double_data.is_empty()),
+        ("uint64_data", !tensor.uint64_data.is_empty()),
     ]
-    .iter()
-    .filter(|&&set| set)
-    .count();
+    .into_iter()
+    .filter(|(_, set)| *set)
+    .map(|(name, _)| name)
+    .collect();
+    let fields = set_fields.len();
     if tensor.data_location == Some(DataLocation::External as i32) {
         if fields != 0 {
             return Some(TensorProblem::ExternalWithData);
@@ -58,8 +61,11 @@ pub(crate) fn check_tensor(tensor: &TensorProto) -> Option<TensorProblem> {
             .any(|e| e.key.as_deref() == Some("location") && e.value.is_some());
         return (!has_location).then_some(TensorProblem::ExternalWithoutLocation);
     }
+    if let Some((index, &dim)) = tensor.dims.iter().enumerate().find(|(_, d)| **d < 0) {
+        return Some(TensorProblem::NegativeDimension { index, dim });
+    }
     let Some(count) = element_count(&tensor.dims) else {
-        return Some(TensorProblem::BadShape);
+        return Some(TensorProblem::SizeOverflow);
     };
     if count == 0 {
         return (fields != 0).then_some(TensorProblem::EmptyWithData);
@@ -75,15 +81,89 @@ pub(crate) fn check_tensor(tensor: &TensorProto) -> Option<TensorProblem> {
             let actual = tensor.raw_data.as_ref().map_or(0, |r| r.len());
             let expected = count.checked_mul(bits).map(|b| b.div_ceil(8));
             match expected {
-                None => return Some(TensorProblem::BadShape),
+                None => return Some(TensorProblem::SizeOverflow),
                 Some(expected) if (actual as u64) < expected => {
                     return Some(TensorProblem::RawDataTooSmall { actual, expected })
                 }
                 Some(_) => {}
             }
         }
+        return None;
     }
-    None
+    check_typed_field(
+        tensor,
+        data_type,
+        count,
+        set_fields.first().copied().unwrap_or(""),
+    )
+}
+
+/// How a data type is stored outside raw_data, as `onnx.checker`: the typed field, entries per
+/// element (complex numbers take two), and elements packed into one entry (4-bit types pack 8
+/// into an int32, 2-bit types 16).
+struct TypedStorage {
+    field: &'static str,
+    entries_per_element: u64,
+    elements_per_entry: u64,
+}
+
+fn typed_storage(data_type: i32) -> Option<TypedStorage> {
+    let (field, entries_per_element, elements_per_entry) = match data_type {
+        1 => ("float_data", 1, 1),
+        14 => ("float_data", 2, 1),
+        11 => ("double_data", 1, 1),
+        15 => ("double_data", 2, 1),
+        2..=6 | 9 | 10 | 16..=20 | 24 | 27 | 28 => ("int32_data", 1, 1),
+        21..=23 => ("int32_data", 1, 8),
+        25 | 26 => ("int32_data", 1, 16),
+        7 => ("int64_data", 1, 1),
+        12 | 13 => ("uint64_data", 1, 1),
+        8 => ("string_data", 1, 1),
+        _ => return None,
+    };
+    Some(TypedStorage {
+        field,
+        entries_per_element,
+        elements_per_entry,
+    })
+}
+
+/// A non-empty tensor whose one data field is a typed field: the right field, long enough.
+fn check_typed_field(
+    tensor: &TensorProto,
+    data_type: i32,
+    count: u64,
+    actual_field: &'static str,
+) -> Option<TensorProblem> {
+    let Some(storage) = typed_storage(data_type) else {
+        return Some(TensorProblem::UnknownDataType(data_type));
+    };
+    let field = storage.field;
+    if field != actual_field {
+        return Some(TensorProblem::WrongDataField {
+            expected: field,
+            actual: actual_field,
+        });
+    }
+    let Some(expected) = count
+        .checked_mul(storage.entries_per_element)
+        .map(|n| n.div_ceil(storage.elements_per_entry))
+    else {
+        return Some(TensorProblem::SizeOverflow);
+    };
+    let actual = match field {
+        "float_data" => tensor.float_data.len(),
+        "double_data" => tensor.double_data.len(),
+        "int32_data" => tensor.int32_data.len(),
+        "int64_data" => tensor.int64_data.len(),
+        "uint64_data" => tensor.uint64_data.len(),
+        _ => tensor.string_data.len(),
+    };
+    ((actual as u64) < expected).then_some(TensorProblem::TypedDataTooSmall {
+        field,
+        actual,
+        expected,
+    })
 }
 
 #[cfg(test)]
@@ -112,8 +192,50 @@ mod tests {
         );
         assert_eq!(
             check_tensor(&float_tensor(vec![-1], &[0; 8])),
-            Some(TensorProblem::BadShape)
+            Some(TensorProblem::NegativeDimension { index: 0, dim: -1 })
         );
+        assert_eq!(
+            check_tensor(&float_tensor(vec![1 << 40, 1 << 40], &[0; 8])),
+            Some(TensorProblem::SizeOverflow)
+        );
+    }
+
+    #[test]
+    fn typed_fields_must_match_the_data_type_and_cover_the_shape() {
+        let mut t = TensorProto {
+            dims: vec![3],
+            data_type: Some(1),
+            float_data: vec![1.0, 2.0],
+            ..TensorProto::default()
+        };
+        assert_eq!(
+            check_tensor(&t),
+            Some(TensorProblem::TypedDataTooSmall {
+                field: "float_data",
+                actual: 2,
+                expected: 3
+            })
+        );
+        t.float_data.push(3.0);
+        assert_eq!(check_tensor(&t), None);
+        t.data_type = Some(7);
+        assert_eq!(
+            check_tensor(&t),
+            Some(TensorProblem::WrongDataField {
+                expected: "int64_data",
+                actual: "float_data"
+            })
+        );
+        t.data_type = Some(99);
+        assert_eq!(check_tensor(&t), Some(TensorProblem::UnknownDataType(99)));
+        // Sixteen 2-bit values fit in one int32.
+        let packed = TensorProto {
+            dims: vec![16],
+            data_type: Some(26),
+            int32_data: vec![0],
+            ..TensorProto::default()
+        };
+        assert_eq!(check_tensor(&packed), None);
     }
 
     #[test]

@@ -1,0 +1,325 @@
+//! Schema-driven checks of one node, as `onnx.checker`'s `check_node` -> `OpSchema::Verify`,
+//! plus the type-constraint checks of its full check (`CheckInputOutputType`):
+//!
+//! - a node that calls a model-local function is checked against the function's signature
+//!   (input and output counts, attribute names), never against a schema;
+//! - a node of a domain onnx defines ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview",
+//!   "ai.onnx.preview.training", "ai.onnx.training") must bind to a schema at the imported
+//!   opset that is not deprecated; its input and output counts, empty required inputs and
+//!   outputs, attribute names, types and required attributes are checked (`types` checks the
+//!   declared types against the type constraints, `body` the function bodies onnx expands);
+//! - a node of any other domain passes: no schema, nothing to check beyond structure.
+//!
+//! onnx.checker's exceptions are kept: its experimental ops (`ATen`, `Scale`, ...) in the ONNX
+//! domain are not checked, attributes whose names start with `__` are implementation details,
+//! LayerNormalization-17 accepts unknown attributes, and BatchNormalization takes 1 or 5
+//! outputs (versions 1 to 9) or 1 or 3 (versions 14 and 15).
+
+mod body;
+mod problem;
+mod types;
+
+use onnx_proto::attribute_proto::AttributeType;
+use onnx_schema::{normalize_domain, OpSchema, ParamOption, SchemaRegistry};
+
+pub use problem::{Port, SchemaProblem};
+pub(crate) use types::TypeScope;
+
+use crate::attribute::AttributeValue;
+use crate::graph::Node;
+use crate::model::Function;
+
+/// Ops `onnx.checker` calls experimental: it skips their schema check (checker.cc).
+const EXPERIMENTAL_OPS: [&str; 11] = [
+    "ATen",
+    "Affine",
+    "ConstantFill",
+    "Crop",
+    "DynamicSlice",
+    "GRUUnit",
+    "GivenTensorFill",
+    "ImageScaler",
+    "ParametricSoftplus",
+    "Scale",
+    "ScaledTanh",
+];
+
+/// Model-wide facts the schema checks need.
+pub(crate) struct SchemaChecker<'a> {
+    /// The operator schemas.
+    pub(crate) registry: &'a SchemaRegistry,
+    /// The model's local functions (the first of a repeated id is the one nodes call).
+    pub(crate) functions: &'a [Function],
+    /// The model's IR version.
+    pub(crate) ir_version: i64,
+}
+
+/// How messages name a schema: `Mul-14`, `ai.onnx.ml:Normalizer-1`.
+pub(crate) fn schema_label(schema: &OpSchema) -> String {
+    if schema.domain.is_empty() {
+        format!("{}-{}", schema.name, schema.since_version)
+    } else {
+        format!("{}:{}-{}", schema.domain, schema.name, schema.since_version)
+    }
+}
+
+/// How messages name a model-local function: `function 'custom:F'`.
+fn function_label(function: &Function) -> String {
+    let (domain, name, overload) = function.id();
+    if overload.is_empty() {
+        format!("function '{domain}:{name}'")
+    } else {
+        format!("function '{domain}:{name}:{overload}'")
+    }
+}
+
+/// The node-output counts a schema allows beyond its min/max range, as onnx's
+/// `NumOutputs(std::unordered_set<int>)` (only BatchNormalization uses it).
+fn allowed_output_counts(schema: &OpSchema) -> Option<&'static [usize]> {
+    if !schema.domain.is_empty() || schema.name != "BatchNormalization" {
+        return None;
+    }
+    match schema.since_version {
+        1 | 6 | 7 | 9 => Some(&[1, 5]),
+        14 | 15 => Some(&[1, 3]),
+        _ => None,
+    }
+}
+
+/// Whether a schema accepts attributes it does not declare (onnx's
+/// `AllowUncheckedAttributes`, set only by LayerNormalization-17).
+fn allows_unchecked_attributes(schema: &OpSchema) -> bool {
+    schema.domain.is_empty() && schema.name == "LayerNormalization" && schema.since_version == 17
+}
+
+impl SchemaChecker<'_> {
+    /// Checks one node whose domain is imported at `opset`; problems go to `out`.
+    pub(crate) fn check_node(
+        &self,
+        scope: &TypeScope<'_>,
+        node: &Node,
+        opset: i64,
+        out: &mut Vec<SchemaProblem>,
+    ) {
+        if node.op_type.is_empty() {
+            return;
+        }
+        let overload = node.overload.as_deref().unwrap_or("");
+        let id = (&*node.domain, &*node.op_type, overload);
+        if let Some(function) = self.functions.iter().find(|f| f.id() == id) {
+            check_function_call(function, node, out);
+            return;
+        }
+        // A domain onnx does not define: no schema, nothing to check beyond structure.
+        if self.registry.opset_range(&node.domain).is_none() {
+            return;
+        }
+        if node.is_onnx_domain() && EXPERIMENTAL_OPS.contains(&&*node.op_type) {
+            return;
+        }
+        let Some(schema) = self.registry.lookup(&node.domain, &node.op_type, opset) else {
+            let versions = self.registry.versions(&node.domain, &node.op_type);
+            out.push(match versions.first() {
+                Some(first) => SchemaProblem::NotAvailableAtOpset {
+                    op_type: node.op_type.clone(),
+                    domain: normalize_domain(&node.domain).into(),
+                    opset,
+                    introduced: first.since_version,
+                },
+                None => SchemaProblem::UnknownOperator {
+                    op_type: node.op_type.clone(),
+                    domain: normalize_domain(&node.domain).into(),
+                    opset,
+                },
+            });
+            return;
+        };
+        let callee = schema_label(schema);
+        if schema.deprecated {
+            out.push(SchemaProblem::Deprecated { callee, opset });
+            return;
+        }
+        check_arity(schema, &callee, node, out);
+        self.check_attributes(schema, &callee, node, out);
+        types::check_types(schema, &callee, scope, node, out);
+        body::check_body_expansion(self.registry, schema, &callee, node, out);
+    }
+
+    fn check_attributes(
+        &self,
+        schema: &OpSchema,
+        callee: &str,
+        node: &Node,
+        out: &mut Vec<SchemaProblem>,
+    ) {
+        for attribute in &node.attributes {
+            let Some(expected) = schema.attribute(&attribute.name) else {
+                if !attribute.name.starts_with("__") && !allows_unchecked_attributes(schema) {
+                    out.push(SchemaProblem::UnknownAttribute {
+                        attribute: attribute.name.clone(),
+                        callee: callee.to_string(),
+                    });
+                }
+                continue;
+            };
+            let declared = attribute.fields().and_then(|p| p.r#type);
+            if declared != Some(expected.ty as i32) {
+                // A missing type field is already reported by the structural check from IR 2 on.
+                if declared.is_some() || self.ir_version < 2 {
+                    out.push(SchemaProblem::AttributeTypeMismatch {
+                        attribute: attribute.name.clone(),
+                        callee: callee.to_string(),
+                        expected: expected.ty.as_str_name().to_string(),
+                        actual: declared.map_or_else(
+                            || "UNDEFINED".to_string(),
+                            |t| {
+                                AttributeType::try_from(t)
+                                    .map(|t| t.as_str_name().to_string())
+                                    .unwrap_or_else(|_| t.to_string())
+                            },
+                        ),
+                    });
+                }
+                continue;
+            }
+            if attribute.ref_attr_name().is_some_and(|r| !r.is_empty()) {
+                continue;
+            }
+            let proto = attribute.fields();
+            let missing_field = match expected.ty {
+                AttributeType::Tensor => proto.is_none_or(|p| p.t.is_none()).then_some("t"),
+                AttributeType::SparseTensor => proto
+                    .is_none_or(|p| p.sparse_tensor.is_none())
+                    .then_some("sparse_tensor"),
+                AttributeType::TypeProto => proto.is_none_or(|p| p.tp.is_none()).then_some("tp"),
+                AttributeType::Graph => {
+                    (!matches!(attribute.value, AttributeValue::Graph(_))).then_some("g")
+                }
+                _ => None,
+            };
+            if let Some(field) = missing_field {
+                out.push(SchemaProblem::AttributeValueMissing {
+                    attribute: attribute.name.clone(),
+                    ty: expected.ty.as_str_name().to_string(),
+                    field,
+                });
+            }
+        }
+        for expected in schema.attributes.iter().filter(|a| a.required) {
+            if node.attribute(&expected.name).is_none() {
+                out.push(SchemaProblem::MissingRequiredAttribute {
+                    attribute: expected.name.clone(),
+                    callee: callee.to_string(),
+                });
+            }
+        }
+    }
+}
+
+/// Input and output counts, and required inputs and outputs given as "".
+fn check_arity(schema: &OpSchema, callee: &str, node: &Node, out: &mut Vec<SchemaProblem>) {
+    let sides = [
+        (
+            Port::Input,
+            node.inputs.as_slice(),
+            &schema.inputs,
+            schema.min_input,
+            schema.max_input,
+            None,
+        ),
+        (
+            Port::Output,
+            node.outputs.as_slice(),
+            &schema.outputs,
+            schema.min_output,
+            schema.max_output,
+            allowed_output_counts(schema),
+        ),
+    ];
+    for (port, given, formals, min, max, allowed) in sides {
+        let count = given.len();
+        let mut count_ok = true;
+        if count < min {
+            out.push(SchemaProblem::TooFew {
+                port,
+                callee: callee.to_string(),
+                min,
+                given: count,
+            });
+            count_ok = false;
+        } else if count > max {
+            out.push(SchemaProblem::TooMany {
+                port,
+                callee: callee.to_string(),
+                max,
+                given: count,
+            });
+            count_ok = false;
+        } else if let Some(allowed) = allowed.filter(|a| !a.contains(&count)) {
+            out.push(SchemaProblem::CountNotAllowed {
+                port,
+                callee: callee.to_string(),
+                allowed: allowed.to_vec(),
+                given: count,
+            });
+            count_ok = false;
+        }
+        let last_is_variadic = formals
+            .last()
+            .is_some_and(|p| p.option == ParamOption::Variadic);
+        if count_ok && count > formals.len() && !last_is_variadic {
+            out.push(SchemaProblem::TooMany {
+                port,
+                callee: callee.to_string(),
+                max: formals.len(),
+                given: count,
+            });
+        }
+        for (index, (value, formal)) in given.iter().zip(formals).enumerate() {
+            if value.is_none() && formal.option == ParamOption::Single {
+                out.push(SchemaProblem::RequiredIsEmpty {
+                    port,
+                    index,
+                    param: formal.name.clone(),
+                    callee: callee.to_string(),
+                });
+            }
+        }
+    }
+}
+
+/// A call of a model-local function: no more inputs and outputs than its formal parameters,
+/// only attributes it declares (with or without a default).
+fn check_function_call(function: &Function, node: &Node, out: &mut Vec<SchemaProblem>) {
+    let callee = function_label(function);
+    for (port, given, max) in [
+        (Port::Input, node.inputs.len(), function.body.inputs.len()),
+        (
+            Port::Output,
+            node.outputs.len(),
+            function.body.outputs.len(),
+        ),
+    ] {
+        if given > max {
+            out.push(SchemaProblem::TooMany {
+                port,
+                callee: callee.clone(),
+                max,
+                given,
+            });
+        }
+    }
+    for attribute in &node.attributes {
+        let declared = function.attributes.contains(&attribute.name)
+            || function
+                .attribute_protos
+                .iter()
+                .any(|a| a.name.as_deref() == Some(&*attribute.name));
+        if !declared {
+            out.push(SchemaProblem::UnknownAttribute {
+                attribute: attribute.name.clone(),
+                callee: callee.clone(),
+            });
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Type constraints, as onnx's `OpSchema::CheckInputOutputType` (run by `onnx.checker`'s
+//! full check): every input and output whose type is known must be allowed by its formal
+//! parameter, and values bound to one homogeneous type parameter ("T" of Add's A, B and C, or
+//! every value of a homogeneous variadic) must have one type.
+//!
+//! A value's type is what the model declares: its graph input, output or value_info entry, else
+//! its initializer's element type; a subgraph's read from an enclosing graph takes the type
+//! declared there. Values of unknown type are not checked (the checker infers nothing).
+
+use std::collections::BTreeMap;
+
+use onnx_proto::tensor_proto::DataType;
+use onnx_schema::{element_type_name, type_str_of, OpSchema};
+
+use crate::check::schema::{Port, SchemaProblem};
+use crate::graph::{Graph, Node, Value, ValueId};
+
+/// The graphs a node's values resolve in: its own and the enclosing ones (outermost first).
+pub(crate) struct TypeScope<'g> {
+    /// The graph holding the node.
+    pub(crate) graph: &'g Graph,
+    /// The graphs enclosing it, outermost first.
+    pub(crate) outer: &'g [&'g Graph],
+}
+
+impl TypeScope<'_> {
+    /// The type string of a value, if the model declares one.
+    pub(crate) fn type_str(&self, id: ValueId) -> Option<String> {
+        let value = self.graph.get_value(id)?;
+        if let Some(found) = declared_type_str(value) {
+            return Some(found);
+        }
+        if !value.is_outer {
+            return None;
+        }
+        for graph in self.outer.iter().rev() {
+            let Some(outer) = graph
+                .find_value(&value.name)
+                .and_then(|id| graph.get_value(id))
+            else {
+                continue;
+            };
+            if let Some(found) = declared_type_str(outer) {
+                return Some(found);
+            }
+            if !outer.is_outer {
+                return None;
+            }
+        }
+        None
+    }
+}
+
+/// The declared type of a value, else the type of its initializer.
+fn declared_type_str(value: &Value) -> Option<String> {
+    if let Some(found) = value.ty.as_ref().and_then(type_str_of) {
+        return Some(found);
+    }
+    let element = |data_type: Option<i32>| {
+        DataType::try_from(data_type?)
+            .ok()
+            .and_then(element_type_name)
+    };
+    if let Some(name) = value
+        .initializer
+        .as_ref()
+        .and_then(|t| element(t.data_type))
+    {
+        return Some(format!("tensor({name})"));
+    }
+    value
+        .sparse_initializer
+        .as_ref()
+        .and_then(|s| s.values.as_ref())
+        .and_then(|t| element(t.data_type))
+        .map(|name| format!("sparse_tensor({name})"))
+}
+
+/// Checks the known types of a node's inputs and outputs against the schema's constraints.
+pub(crate) fn check_types(
+    schema: &OpSchema,
+    callee: &str,
+    scope: &TypeScope<'_>,
+    node: &Node,
+    out: &mut Vec<SchemaProblem>,
+) {
+    // Type parameter (or literal type) -> (type, where it was bound).
+    let mut bound: BTreeMap<&str, (String, Port, usize)> = BTreeMap::new();
+    let sides = [
+        (Port::Input, &node.inputs, &schema.inputs),
+        (Port::Output, &node.outputs, &schema.outputs),
+    ];
+    for (port, values, formals) in sides {
+        for (index, value) in values.iter().enumerate() {
+            // Values past the formal parameters belong to the last (variadic) one.
+            let Some(formal) = formals.get(index).or(formals.last()) else {
+                break;
+            };
+            let Some(id) = *value else { continue };
+            let Some(type_str) = scope.type_str(id) else {
+                continue;
+            };
+            let name = scope
+                .graph
+                .get_value(id)
+                .map(|v| v.name.clone())
+                .unwrap_or_default();
+            let allowed = schema.allowed_types(&formal.type_str).unwrap_or(&[]);
+            if !allowed.is_empty() && !allowed.contains(&type_str) {
+                out.push(SchemaProblem::TypeNotAllowed {
+                    port,
+                    index,
+                    value: name,
+                    type_str,
+                    param: formal.name.clone(),
+                    type_param: formal.type_str.clone(),
+                    callee: callee.to_string(),
+                });
+                continue;
+            }
+            if !formal.is_homogeneous {
+                continue;
+            }
+            match bound.get(formal.type_str.as_str()) {
+                Some((first, by_port, by_index)) if *first != type_str => {
+                    out.push(SchemaProblem::InconsistentType {
+                        port,
+                        index,
+                        value: name,
+                        type_str,
+                        type_param: formal.type_str.clone(),
+                        bound: first.clone(),
+                        bound_by: (*by_port, *by_index),
+                        callee: callee.to_string(),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    bound.insert(&formal.type_str, (type_str, port, index));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! Matrix products: the strided GEMM every dense kernel uses (matrixmultiply for f32/f64, f32
+//! for the 16-bit floats, a plain loop for integers), MatMul (batched, broadcasting, 1-D
+//! operands) and Gemm (alpha, beta, transA/B, C broadcast, C optional from opset 11).
+
+use half::{bf16, f16};
+
+use super::{broadcast_shapes, broadcast_view, one, same_dtype, typed, unsupported};
+use crate::error::{RefError, Result};
+use crate::numeric::Num;
+use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::tensor::{array_from_vec, check_size, Array, Tensor};
+use crate::value::Value;
+
+pub(crate) fn register_all(reg: &mut KernelRegistry) {
+    reg.register("", "MatMul", 1, LATEST, matmul);
+    reg.register("", "Gemm", 1, LATEST, gemm);
+}
+
+/// A strided matrix operand: `data[i * rs + j * cs]` is element (i, j).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MatRef<'a, T> {
+    pub data: &'a [T],
+    pub rs: usize,
+    pub cs: usize,
+}
+
+fn check_extent(
+    len: usize,
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+    what: &str,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let last = (rows - 1)
+        .checked_mul(rs)
+        .and_then(|r| (cols - 1).checked_mul(cs).and_then(|c| r.checked_add(c)));
+    match last {
+        Some(l) if l < len => Ok(()),
+        _ => Err(RefError::op(format!(
+            "{what} buffer of {len} elements is too small for {rows}x{cols}"
+        ))),
+    }
+}
+
+/// Element types with a GEMM: `c[m×n] (row-major, contiguous) = alpha·a·b + beta·c`.
+pub(crate) trait GemmElem: Num {
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: Self,
+        a: MatRef<Self>,
+        b: MatRef<Self>,
+        beta: Self,
+        c: &mut [Self],
+    );
+
+    /// Checked GEMM.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: Self,
+        a: MatRef<Self>,
+        b: MatRef<Self>,
+        beta: Self,
+        c: &mut [Self],
+    ) -> Result<()> {
+        check_extent(a.data.len(), m, k, a.rs, a.cs, "A")?;
+        check_extent(b.data.len(), k, n, b.rs, b.cs, "B")?;
+        if c.len() < m * n {
+            return Err(RefError::op("C buffer too small"));
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        if k == 0 {
+            for v in c.iter_mut().take(m * n) {
+                *v = if beta == Self::zero() {
+                    Self::zero()
+                } else {
+                    v.mul(beta)
+                };
+            }
+            return Ok(());
+        }
+        Self::gemm_raw(m, k, n, alpha, a, b, beta, c);
+        Ok(())
+    }
+}
+
+impl GemmElem for f32 {
+    fn gemm_raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f32,
+        a: MatRef<f32>,
+        b: MatRef<f32>,
+        beta: f32,
+        c: &mut [f32],
+    ) {
+        // SAFETY: `gemm` checked that every (i, j) index of A (m×k), B (k×n) and C (m×n,
+        // row-major) lies inside its slice, and C is exclusively borrowed.
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n,
+                alpha,
+                a.data.as_ptr(),
+                a.rs as isize,
+                a.cs as isize,
+                b.data.as_ptr(),
+                b.rs as isize,
+                b.cs as isize,
+                beta,
+                c.as_mut_ptr(),
+                n as isize,
+                1,
+            )
+        }
+    }
+}
+
+impl GemmElem for f64 {
+    fn gemm_raw(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f64,
+        a: MatRef<f64>,
+        b: MatRef<f64>,
+        beta: f64,
+        c: &mut [f64],
+    ) {
+        // SAFETY: as for f32: extents were checked by `gemm`.
+        unsafe {
+            matrixmultiply::dgemm(
+                m,
+                k,
+                n,
+                alpha,
+                a.data.as_ptr(),
+                a.rs as isize,
+                a.cs as isize,
+                b.data.as_ptr(),
+                b.rs as isize,
+                b.cs as isize,
+                beta,
+                c.as_mut_ptr(),
+                n as isize,
+                1,
+            )
+        }
+    }
+}
+
+macro_rules! gemm_via_f32 {
+    ($($ty:ty),*) => {$(
+        impl GemmElem for $ty {
+            fn gemm_raw(m: usize, k: usize, n: usize, alpha: Self, a: MatRef<Self>, b: MatRef<Self>, beta: Self, c: &mut [Self]) {
+                let a32: Vec<f32> = a.data.iter().map(|v| v.to_f32()).collect();
+                let b32: Vec<f32> = b.data.iter().map(|v| v.to_f32()).collect();
+                let mut c32: Vec<f32> = c[..m * n].iter().map(|v| v.to_f32()).collect();
+                f32::gemm_raw(
+                    m, k, n, alpha.to_f32(),
+                    MatRef { data: &a32, rs: a.rs, cs: a.cs },
+                    MatRef { data: &b32, rs: b.rs, cs: b.cs },
+                    beta.to_f32(), &mut c32,
+                );
+                for (d, s) in c.iter_mut().zip(c32) {
+                    *d = <$ty>::from_f32(s);
+                }
+            }
+        }
+    )*};
+}
+gemm_via_f32!(f16, bf16);
+
+macro_rules! gemm_loop {
+    ($($ty:ty),*) => {$(
+        impl GemmElem for $ty {
+            fn gemm_raw(m: usize, k: usize, n: usize, alpha: Self, a: MatRef<Self>, b: MatRef<Self>, beta: Self, c: &mut [Self]) {
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut acc: Self = 0;
+                        for p in 0..k {
+                            acc = acc.wrapping_add(a.data[i * a.rs + p * a.cs].wrapping_mul(b.data[p * b.rs + j * b.cs]));
+                        }
+                        let prev = if beta == 0 { 0 } else { c[i * n + j].wrapping_mul(beta) };
+                        c[i * n + j] = acc.wrapping_mul(alpha).wrapping_add(prev);
+                    }
+                }
+            }
+        }
+    )*};
+}
+gemm_loop!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// f32 GEMM on row-major contiguous operands: `c = a·b` (exposed for benchmarks and tests).
+pub fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) -> Result<()> {
+    f32::gemm(
+        m,
+        k,
+        n,
+        1.0,
+        MatRef {
+            data: a,
+            rs: k,
+            cs: 1,
+        },
+        MatRef {
+            data: b,
+            rs: n,
+            cs: 1,
+        },
+        0.0,
+        c,
+    )
+}
+
+/// Dispatches a generic body over the GEMM element types.
+macro_rules! map_gemm {
+    ($t:expr, $a:ident => $body:expr, $other:ident => $fallback:expr) => {
+        match $t {
+            Tensor::F32($a) => Tensor::F32($body),
+            Tensor::F64($a) => Tensor::F64($body),
+            Tensor::F16($a) => Tensor::F16($body),
+            Tensor::BF16($a) => Tensor::BF16($body),
+            Tensor::I8($a) => Tensor::I8($body),
+            Tensor::I16($a) => Tensor::I16($body),
+            Tensor::I32($a) => Tensor::I32($body),
+            Tensor::I64($a) => Tensor::I64($body),
+            Tensor::U8($a) => Tensor::U8($body),
+            Tensor::U16($a) => Tensor::U16($body),
+            Tensor::U32($a) => Tensor::U32($body),
+            Tensor::U64($a) => Tensor::U64($body),
+            $other => $fallback,
+        }
+    };
+}
+
+fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array<T>> {
+    if a.ndim() == 0 || b.ndim() == 0 {
+        return Err(RefError::op("MatMul operands must have rank >= 1"));
+    }
+    let a_shape: Vec<usize> = if a.ndim() == 1 {
+        vec![1, a.shape()[0]]
+    } else {
+        a.shape().to_vec()
+    };
+    let b_shape: Vec<usize> = if b.ndim() == 1 {
+        vec![b.shape()[0], 1]
+    } else {
+        b.shape().to_vec()
+    };
+    let (ra, rb) = (a_shape.len(), b_shape.len());
+    let (m, k) = (a_shape[ra - 2], a_shape[ra - 1]);
+    let (k2, n) = (b_shape[rb - 2], b_shape[rb - 1]);
+    if k != k2 {
+        return Err(RefError::op(format!(
+            "MatMul inner dimensions differ: {:?} x {:?}",
+            a.shape(),
+            b.shape()
+        )));
+    }
+    let batch = broadcast_shapes(&a_shape[..ra - 2], &b_shape[..rb - 2])?;
+    let batch_n: usize = batch.iter().product();
+    let mut out_shape = batch.clone();
+    out_shape.extend([m, n]);
+    check_size("MatMul result", &out_shape)?;
+    let a_std = a.as_standard_layout();
+    let b_std = b.as_standard_layout();
+    let a_flat = a_std
+        .as_slice()
+        .ok_or_else(|| RefError::op("MatMul operand is not contiguous"))?;
+    let b_flat = b_std
+        .as_slice()
+        .ok_or_else(|| RefError::op("MatMul operand is not contiguous"))?;
+    // Offset of each batch matrix within a broadcast operand.
+    let offsets = |shape: &[usize], mat: usize| -> Vec<usize> {
+        let bdims = &shape[..shape.len() - 2];
+        let pad = batch.len() - bdims.len();
+        let mut out = Vec::with_capacity(batch_n);
+        let mut idx = vec![0usize; batch.len()];
+        for _ in 0..batch_n {
+            let mut off = 0;
+            for (d, &dim) in bdims.iter().enumerate() {
+                let i = if dim == 1 { 0 } else { idx[d + pad] };
+                off = off * dim + i;
+            }
+            out.push(off * mat);
+            for d in (0..batch.len()).rev() {
+                idx[d] += 1;
+                if idx[d] < batch[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+        out
+    };
+    let a_off = offsets(&a_shape, m * k);
+    let b_off = offsets(&b_shape, k * n);
+    let mut out = vec![T::zero(); batch_n * m * n];
+    for (bi, (ao, bo)) in a_off.iter().zip(&b_off).enumerate() {
+        T::gemm(
+            m,
+            k,
+            n,
+            T::one(),
+            MatRef {
+                data: &a_flat[*ao..],
+                rs: k,
+                cs: 1,
+            },
+            MatRef {
+                data: &b_flat[*bo..],
+                rs: n,
+                cs: 1,
+            },
+            T::zero(),
+            &mut out[bi * m * n..(bi + 1) * m * n],
+        )?;
+    }
+    let mut final_shape = batch;
+    if a.ndim() > 1 {
+        final_shape.push(m);
+    }
+    if b.ndim() > 1 {
+        final_shape.push(n);
+    }
+    array_from_vec(&final_shape, out)
+}
+
+fn matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let a = ctx.input(inputs, 0)?;
+    let b = ctx.input(inputs, 1)?;
+    same_dtype(ctx, &[a, b])?;
+    one(map_gemm!(a, x => matmul_of(x, typed(b)?)?, other => return Err(unsupported(ctx, other))))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_of<T: GemmElem>(
+    a: &Array<T>,
+    b: &Array<T>,
+    c: Option<&Array<T>>,
+    trans_a: bool,
+    trans_b: bool,
+    alpha: f64,
+    beta: f64,
+) -> Result<Array<T>> {
+    let to2d = |x: &Array<T>| -> Result<(usize, usize)> {
+        match x.shape() {
+            [r, c] => Ok((*r, *c)),
+            [n] => Ok((1, *n)),
+            s => Err(RefError::op(format!(
+                "Gemm operands must be 2-D, got {s:?}"
+            ))),
+        }
+    };
+    let (ar, ac) = to2d(a)?;
+    let (br, bc) = to2d(b)?;
+    let (m, k) = if trans_a { (ac, ar) } else { (ar, ac) };
+    let (k2, n) = if trans_b { (bc, br) } else { (br, bc) };
+    if k != k2 {
+        return Err(RefError::op(format!(
+            "Gemm inner dimensions differ: {:?} x {:?}",
+            a.shape(),
+            b.shape()
+        )));
+    }
+    let a_std = a.as_standard_layout();
+    let b_std = b.as_standard_layout();
+    let a_flat = a_std
+        .as_slice()
+        .ok_or_else(|| RefError::op("Gemm operand is not contiguous"))?;
+    let b_flat = b_std
+        .as_slice()
+        .ok_or_else(|| RefError::op("Gemm operand is not contiguous"))?;
+    let am = if trans_a {
+        MatRef {
+            data: a_flat,
+            rs: 1,
+            cs: ac,
+        }
+    } else {
+        MatRef {
+            data: a_flat,
+            rs: ac,
+            cs: 1,
+        }
+    };
+    let bm = if trans_b {
+        MatRef {
+            data: b_flat,
+            rs: 1,
+            cs: bc,
+        }
+    } else {
+        MatRef {
+            data: b_flat,
+            rs: bc,
+            cs: 1,
+        }
+    };
+    let (mut out, beta) = match c {
+        Some(c) if beta != 0.0 => {
+            let cv = broadcast_view(c, &[m, n])?;
+            (cv.iter().copied().collect::<Vec<T>>(), T::from_f64(beta))
+        }
+        _ => (vec![T::zero(); m * n], T::zero()),
+    };
+    T::gemm(m, k, n, T::from_f64(alpha), am, bm, beta, &mut out)?;
+    array_from_vec(&[m, n], out)
+}
+
+fn gemm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let a = ctx.input(inputs, 0)?;
+    let b = ctx.input(inputs, 1)?;
+    let c = if ctx.opset < 11 {
+        Some(ctx.input(inputs, 2)?)
+    } else {
+        ctx.opt_input(inputs, 2)?
+    };
+    same_dtype(ctx, &[a, b])?;
+    if let Some(c) = c {
+        same_dtype(ctx, &[a, c])?;
+    }
+    let trans_a = ctx.attr_int("transA", 0)? != 0;
+    let trans_b = ctx.attr_int("transB", 0)? != 0;
+    let alpha = ctx.attr_float("alpha", 1.0)? as f64;
+    let beta = ctx.attr_float("beta", 1.0)? as f64;
+    one(map_gemm!(a, x => {
+        let c = match c { Some(c) => Some(typed(c)?), None => None };
+        gemm_of(x, typed(b)?, c, trans_a, trans_b, alpha, beta)?
+    }, other => return Err(unsupported(ctx, other))))
+}

@@ -1,0 +1,199 @@
+//! The built-in kernels, registered by family, and the helpers they share (broadcasting, axis
+//! normalization, result packing).
+
+use ndarray::{IxDyn, Zip};
+
+use crate::error::{RefError, Result};
+use crate::registry::{KernelCtx, KernelRegistry};
+use crate::tensor::{check_size, Array, Tensor};
+use crate::value::Value;
+
+mod cast;
+mod conv;
+mod conv_transpose;
+mod elementwise;
+mod loss;
+mod matmul;
+mod nn;
+mod pad;
+mod pool;
+mod quant;
+mod reduce;
+mod resize;
+mod select;
+mod sequence;
+mod shape;
+mod signal;
+mod slice;
+mod unary;
+
+pub use cast::cast_tensor;
+pub use matmul::gemm_f32;
+
+/// Registers every built-in kernel family.
+pub fn register_all(reg: &mut KernelRegistry) {
+    elementwise::register_all(reg);
+    unary::register_all(reg);
+    cast::register_all(reg);
+    shape::register_all(reg);
+    slice::register_all(reg);
+    reduce::register_all(reg);
+    matmul::register_all(reg);
+    conv::register_all(reg);
+    pool::register_all(reg);
+    nn::register_all(reg);
+    pad::register_all(reg);
+    resize::register_all(reg);
+    conv_transpose::register_all(reg);
+    loss::register_all(reg);
+    quant::register_all(reg);
+    select::register_all(reg);
+    sequence::register_all(reg);
+    signal::register_all(reg);
+}
+
+/// A kernel result with a single tensor output.
+pub(crate) fn one(t: Tensor) -> Result<Vec<Value>> {
+    Ok(vec![Value::Tensor(t)])
+}
+
+/// The "unsupported dtype" error for a kernel.
+pub(crate) fn unsupported(ctx: &KernelCtx, t: &Tensor) -> RefError {
+    ctx.err(format!("unsupported input type {}", t.dtype()))
+}
+
+/// The multidirectional (numpy) broadcast of two shapes.
+pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let mut out = vec![0; rank];
+    for (i, o) in out.iter_mut().enumerate() {
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
+        *o = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(RefError::op(format!(
+                "shapes {a:?} and {b:?} do not broadcast"
+            )));
+        };
+    }
+    Ok(out)
+}
+
+/// Views `a` broadcast to `shape`.
+pub(crate) fn broadcast_view<'a, T>(
+    a: &'a Array<T>,
+    shape: &[usize],
+) -> Result<ndarray::ArrayView<'a, T, IxDyn>> {
+    a.broadcast(IxDyn(shape)).ok_or_else(|| {
+        RefError::op(format!(
+            "shape {:?} does not broadcast to {shape:?}",
+            a.shape()
+        ))
+    })
+}
+
+/// `f` applied elementwise to `a` and `b` under numpy broadcasting.
+pub(crate) fn zip_map<A, B, O: Clone>(
+    a: &Array<A>,
+    b: &Array<B>,
+    f: impl Fn(&A, &B) -> O,
+) -> Result<Array<O>> {
+    if a.shape() == b.shape() {
+        return Ok(Zip::from(a).and(b).map_collect(&f).into_shared());
+    }
+    let shape = broadcast_shapes(a.shape(), b.shape())?;
+    check_size("broadcast result", &shape)?;
+    let av = broadcast_view(a, &shape)?;
+    let bv = broadcast_view(b, &shape)?;
+    Ok(Zip::from(&av).and(&bv).map_collect(&f).into_shared())
+}
+
+/// An axis in `[-rank, rank)` as an index.
+pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if axis < -r || axis >= r {
+        return Err(RefError::op(format!(
+            "axis {axis} is out of range for rank {rank}"
+        )));
+    }
+    Ok(if axis < 0 { axis + r } else { axis } as usize)
+}
+
+/// Axes normalized, checked distinct.
+pub(crate) fn norm_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let n = norm_axis(a, rank)?;
+        if out.contains(&n) {
+            return Err(RefError::op(format!("axis {a} is repeated in {axes:?}")));
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
+/// Converts non-negative i64 dims to usize.
+pub(crate) fn to_dims(dims: &[i64]) -> Result<Vec<usize>> {
+    dims.iter()
+        .map(|&d| {
+            usize::try_from(d)
+                .map_err(|_| RefError::op(format!("negative dimension {d} in {dims:?}")))
+        })
+        .collect()
+}
+
+/// The input tensors of a variadic node (all present).
+pub(crate) fn all_inputs<'v>(
+    ctx: &KernelCtx,
+    inputs: &[Option<&'v Value>],
+) -> Result<Vec<&'v Tensor>> {
+    (0..inputs.len()).map(|i| ctx.input(inputs, i)).collect()
+}
+
+/// Fails unless every tensor has the dtype of the first.
+pub(crate) fn same_dtype(ctx: &KernelCtx, ts: &[&Tensor]) -> Result<()> {
+    if let Some(first) = ts.first() {
+        for (i, t) in ts.iter().enumerate().skip(1) {
+            if t.dtype() != first.dtype() {
+                return Err(ctx.err(format!(
+                    "input {i} has type {} but input 0 has {}",
+                    t.dtype(),
+                    first.dtype()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The array of `t` typed like `_like` (for type inference in generic kernels).
+pub(crate) fn typed_like<'a, T: crate::tensor::Elem>(
+    _like: &Array<T>,
+    t: &'a Tensor,
+) -> Result<&'a Array<T>> {
+    typed(t)
+}
+
+/// The typed array of a tensor known (by a prior dtype check) to hold `T`. For coded tensors
+/// `T` is `u8`.
+pub(crate) fn typed<T: crate::tensor::Elem>(t: &Tensor) -> Result<&Array<T>> {
+    match t {
+        Tensor::Coded(_, a) => {
+            let any: &dyn std::any::Any = a;
+            any.downcast_ref::<Array<T>>()
+        }
+        other => T::unwrap(other),
+    }
+    .ok_or_else(|| RefError::op(format!("expected {} data, found {}", T::DTYPE, t.dtype())))
+}

@@ -1,0 +1,320 @@
+//! Quantization: QuantizeLinear and DequantizeLinear (per-tensor, per-axis and blocked scales;
+//! integer, 4-bit, 2-bit and float8 types), DynamicQuantizeLinear, MatMulInteger and
+//! QLinearMatMul. Arithmetic is done in f64 and rounded half to even, as numpy does.
+
+use super::{norm_axis, one};
+use crate::dtype::DType;
+use crate::error::{RefError, Result};
+use crate::minifloat;
+use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::tensor::{array_from_vec, Tensor};
+use crate::value::Value;
+
+pub(crate) fn register_all(reg: &mut KernelRegistry) {
+    reg.register("", "QuantizeLinear", 10, LATEST, quantize_linear);
+    reg.register("", "DequantizeLinear", 10, LATEST, dequantize_linear);
+    reg.register(
+        "",
+        "DynamicQuantizeLinear",
+        11,
+        LATEST,
+        dynamic_quantize_linear,
+    );
+    reg.register("", "MatMulInteger", 10, LATEST, matmul_integer);
+    reg.register("", "QLinearMatMul", 10, LATEST, qlinear_matmul);
+}
+
+/// A scale or zero-point expanded to one value per element of a tensor of `shape`.
+fn expand_param(
+    p: &[f64],
+    p_shape: &[usize],
+    shape: &[usize],
+    axis: Result<usize>,
+    block: usize,
+) -> Result<Vec<f64>> {
+    let n: usize = shape.iter().product();
+    if p.len() == 1 {
+        return Ok(vec![p[0]; n]);
+    }
+    // The axis only matters (and must be valid) for per-axis and blocked parameters.
+    let axis = axis?;
+    let inner: usize = shape[axis + 1..].iter().product();
+    let dim = shape[axis];
+    if block == 0 {
+        if p.len() != dim {
+            return Err(RefError::op(format!(
+                "per-axis parameter has {} values for dimension {dim}",
+                p.len()
+            )));
+        }
+        return Ok((0..n).map(|i| p[(i / inner) % dim]).collect());
+    }
+    // Blocked: the parameter has the input's rank, with ceil(dim / block) along `axis`.
+    if p_shape.len() != shape.len() {
+        return Err(RefError::op("blocked parameter must have the input's rank"));
+    }
+    let pdim = p_shape[axis];
+    if pdim != dim.div_ceil(block) {
+        return Err(RefError::op(format!(
+            "blocked parameter dim {pdim} does not fit {dim} / block {block}"
+        )));
+    }
+    let outer_stride = dim * inner;
+    Ok((0..n)
+        .map(|i| {
+            let o = i / outer_stride;
+            let c = (i / inner) % dim;
+            let r = i % inner;
+            p[(o * pdim + c / block) * inner + r]
+        })
+        .collect())
+}
+
+fn int_bounds(d: DType) -> Option<(f64, f64)> {
+    Some(match d {
+        DType::Uint8 => (0.0, 255.0),
+        DType::Int8 => (-128.0, 127.0),
+        DType::Uint16 => (0.0, 65535.0),
+        DType::Int16 => (-32768.0, 32767.0),
+        DType::Int32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::Uint4 => (0.0, 15.0),
+        DType::Int4 => (-8.0, 7.0),
+        DType::Uint2 => (0.0, 3.0),
+        DType::Int2 => (-2.0, 1.0),
+        _ => return None,
+    })
+}
+
+/// The `axis` attribute (an `Err` kept for later when it does not fit the rank) and block size.
+fn axis_and_block(ctx: &KernelCtx, rank: usize) -> Result<(Result<usize>, usize)> {
+    let axis = norm_axis(ctx.attr_int("axis", 1)?, rank);
+    let block = ctx.attr_int("block_size", 0)?.max(0) as usize;
+    Ok((axis, block))
+}
+
+fn param(
+    ctx: &KernelCtx,
+    t: &Tensor,
+    x_shape: &[usize],
+    axis: &Result<usize>,
+    block: usize,
+) -> Result<Vec<f64>> {
+    let v = t.to_f64_vec().map_err(|e| e.in_node(&ctx.node_ref()))?;
+    let axis = match axis {
+        Ok(a) => Ok(*a),
+        Err(e) => Err(RefError::op(e.to_string())),
+    };
+    expand_param(&v, t.shape(), x_shape, axis, block).map_err(|e| e.in_node(&ctx.node_ref()))
+}
+
+fn quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let x = ctx.input(inputs, 0)?;
+    let scale = ctx.input(inputs, 1)?;
+    let zp = ctx.opt_input(inputs, 2)?;
+    let target = match (zp, ctx.attr_int("output_dtype", 0)?) {
+        (Some(z), _) => z.dtype(),
+        (None, 0) => DType::Uint8,
+        (None, code) => DType::from_code(code as i32)
+            .ok_or_else(|| ctx.err(format!("unknown output_dtype {code}")))?,
+    };
+    let (axis, block) = axis_and_block(ctx, x.rank())?;
+    let shape = x.shape().to_vec();
+    let xs = x.to_f64_vec().map_err(|e| e.in_node(&ctx.node_ref()))?;
+    let s = param(ctx, scale, &shape, &axis, block)?;
+    let z = match zp {
+        Some(z) => param(ctx, z, &shape, &axis, block)?,
+        None => vec![0.0; xs.len()],
+    };
+    let saturate = ctx.attr_int("saturate", 1)? != 0;
+    // numpy divides float32 inputs in float32; rounding ties depend on it.
+    let single = x.dtype() == DType::Float;
+    let divide = |x: f64, s: f64| {
+        if single {
+            (x as f32 / s as f32) as f64
+        } else {
+            x / s
+        }
+    };
+    if let Some((lo, hi)) = int_bounds(target) {
+        let q: Vec<f64> = xs
+            .iter()
+            .zip(&s)
+            .zip(&z)
+            .map(|((x, s), z)| (divide(*x, *s).round_ties_even() + z).clamp(lo, hi))
+            .collect();
+        let f = Tensor::from_vec(&shape, q)?;
+        return one(super::cast_tensor(&f, target)?);
+    }
+    if target.is_coded() {
+        let codes = xs
+            .iter()
+            .zip(&s)
+            .zip(&z)
+            .map(|((x, s), z)| minifloat::f32_to_coded(target, (x / s + z) as f32, saturate))
+            .collect();
+        return one(Tensor::from_codes(target, &shape, codes)?);
+    }
+    Err(ctx.err(format!("unsupported output type {target}")))
+}
+
+fn dequantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let x = ctx.input(inputs, 0)?;
+    let scale = ctx.input(inputs, 1)?;
+    let zp = ctx.opt_input(inputs, 2)?;
+    let (axis, block) = axis_and_block(ctx, x.rank())?;
+    let shape = x.shape().to_vec();
+    let xs = x.to_f64_vec().map_err(|e| e.in_node(&ctx.node_ref()))?;
+    let s = param(ctx, scale, &shape, &axis, block)?;
+    let z = match zp {
+        Some(z) => param(ctx, z, &shape, &axis, block)?,
+        None => vec![0.0; xs.len()],
+    };
+    let out_dtype = match ctx.attr_int("output_dtype", 0)? {
+        0 => scale.dtype(),
+        code => DType::from_code(code as i32)
+            .ok_or_else(|| ctx.err(format!("unknown output_dtype {code}")))?,
+    };
+    let y: Vec<f64> = xs
+        .iter()
+        .zip(&s)
+        .zip(&z)
+        .map(|((x, s), z)| (x - z) * s)
+        .collect();
+    one(super::cast_tensor(
+        &Tensor::from_vec(&shape, y)?,
+        out_dtype,
+    )?)
+}
+
+fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let x = ctx.input(inputs, 0)?;
+    let xs: Vec<f32> = x
+        .to_f64_vec()
+        .map_err(|e| e.in_node(&ctx.node_ref()))?
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    let min = xs.iter().copied().fold(0f32, f32::min);
+    let max = xs.iter().copied().fold(0f32, f32::max);
+    let scale = (max - min) / 255.0;
+    let zp = if scale == 0.0 {
+        0.0
+    } else {
+        (0.0 - min / scale).round_ties_even().clamp(0.0, 255.0)
+    };
+    let y: Vec<u8> = xs
+        .iter()
+        .map(|v| if scale == 0.0 { zp } else { ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) } as u8)
+        .collect();
+    Ok(vec![
+        Value::Tensor(Tensor::from_vec(x.shape(), y)?),
+        Value::Tensor(Tensor::scalar(scale)),
+        Value::Tensor(Tensor::scalar(zp as u8)),
+    ])
+}
+
+/// `(a - a_zp) @ (b - b_zp)` in i64 for 2-D or batched operands; zero points are scalars, or
+/// per row of A / per column of B.
+fn int_matmul(
+    a: &Tensor,
+    b: &Tensor,
+    a_zp: Option<&Tensor>,
+    b_zp: Option<&Tensor>,
+) -> Result<(Vec<usize>, Vec<f64>)> {
+    let av = a.to_i64_vec()?;
+    let bv = b.to_i64_vec()?;
+    let azp = a_zp
+        .map(|t| t.to_i64_vec())
+        .transpose()?
+        .unwrap_or_else(|| vec![0]);
+    let bzp = b_zp
+        .map(|t| t.to_i64_vec())
+        .transpose()?
+        .unwrap_or_else(|| vec![0]);
+    let (m, k) = match a.shape() {
+        [.., m, k] => (*m, *k),
+        [k] => (1, *k),
+        _ => return Err(RefError::op("A must have rank >= 1")),
+    };
+    let (k2, n) = match b.shape() {
+        [.., k, n] => (*k, *n),
+        _ => return Err(RefError::op("B must have rank >= 2")),
+    };
+    if k != k2 {
+        return Err(RefError::op(format!(
+            "inner dimensions differ: {:?} x {:?}",
+            a.shape(),
+            b.shape()
+        )));
+    }
+    let ab = av.len() / (m * k).max(1);
+    let bb = bv.len() / (k * n).max(1);
+    let batch = ab.max(bb);
+    let mut out = vec![0f64; batch * m * n];
+    for bi in 0..batch {
+        let ao = (bi % ab.max(1)) * m * k;
+        let bo = (bi % bb.max(1)) * k * n;
+        for i in 0..m {
+            let za = azp[i % azp.len()];
+            for j in 0..n {
+                let zb = bzp[j % bzp.len()];
+                let mut acc = 0i64;
+                for p in 0..k {
+                    acc += (av[ao + i * k + p] - za) * (bv[bo + p * n + j] - zb);
+                }
+                out[(bi * m + i) * n + j] = acc as f64;
+            }
+        }
+    }
+    let mut shape: Vec<usize> = if a.rank() >= b.rank() {
+        a.shape()[..a.rank().saturating_sub(2)].to_vec()
+    } else {
+        b.shape()[..b.rank() - 2].to_vec()
+    };
+    if a.rank() > 1 {
+        shape.push(m);
+    }
+    shape.push(n);
+    Ok((shape, out))
+}
+
+fn matmul_integer(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let a = ctx.input(inputs, 0)?;
+    let b = ctx.input(inputs, 1)?;
+    let (shape, out) = int_matmul(a, b, ctx.opt_input(inputs, 2)?, ctx.opt_input(inputs, 3)?)
+        .map_err(|e| e.in_node(&ctx.node_ref()))?;
+    one(Tensor::I32(array_from_vec(
+        &shape,
+        out.into_iter().map(|v| v as i32).collect(),
+    )?))
+}
+
+fn qlinear_matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let a = ctx.input(inputs, 0)?;
+    let a_scale = ctx.input(inputs, 1)?;
+    let a_zp = ctx.input(inputs, 2)?;
+    let b = ctx.input(inputs, 3)?;
+    let b_scale = ctx.input(inputs, 4)?;
+    let b_zp = ctx.input(inputs, 5)?;
+    let y_scale = ctx.input(inputs, 6)?;
+    let y_zp = ctx.input(inputs, 7)?;
+    let err = |e: RefError| e.in_node(&ctx.node_ref());
+    let first = |t: &Tensor| -> Result<f64> {
+        t.to_f64_vec()
+            .map_err(err)?
+            .first()
+            .copied()
+            .ok_or_else(|| ctx.err("empty scale"))
+    };
+    let (shape, acc) = int_matmul(a, b, Some(a_zp), Some(b_zp)).map_err(err)?;
+    let scale = first(a_scale)? * first(b_scale)? / first(y_scale)?;
+    let zp = first(y_zp)?;
+    let target = y_zp.dtype();
+    let (lo, hi) =
+        int_bounds(target).ok_or_else(|| ctx.err(format!("unsupported output type {target}")))?;
+    let y: Vec<f64> = acc
+        .into_iter()
+        .map(|v| ((v * scale).round_ties_even() + zp).clamp(lo, hi))
+        .collect();
+    one(super::cast_tensor(&Tensor::from_vec(&shape, y)?, target)?)
+}

@@ -1,0 +1,162 @@
+//! Seeded random inputs for a model: one value per graph input that has no initializer,
+//! shaped from the declared type (symbolic dims from a caller-given table, else 1).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use half::{bf16, f16};
+use num_complex::{Complex32, Complex64};
+use onnx_proto::{tensor_shape_proto::dimension, type_proto, ModelProto};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::dtype::DType;
+use crate::error::{RefError, Result};
+use crate::minifloat;
+use crate::tensor::{check_size, Tensor};
+use crate::value::Value;
+
+/// Random values for every graph input of `model` that is not also an initializer, from
+/// `seed`: floats uniform in [-1, 1], integers in [-5, 5] (unsigned [0, 5]), bools fair,
+/// strings short words. Symbolic dims take their value from `dims` (by `dim_param` name) or 1.
+/// Fails for inputs of unknown rank or of a non-tensor type.
+pub fn random_inputs(
+    model: &ModelProto,
+    seed: u64,
+    dims: &BTreeMap<String, i64>,
+) -> Result<Vec<(String, Value)>> {
+    let graph = model.graph.as_ref().ok_or_else(|| RefError::Graph {
+        graph: String::new(),
+        reason: "the model has no graph".into(),
+    })?;
+    let initializers: BTreeSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    for vi in &graph.input {
+        let name = vi.name.clone().unwrap_or_default();
+        if initializers.contains(name.as_str()) {
+            continue;
+        }
+        let err = |reason: &str| RefError::Input {
+            input: name.clone(),
+            reason: reason.to_string(),
+        };
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            return Err(err("only tensor inputs can be generated"));
+        };
+        let dtype = tt
+            .elem_type
+            .and_then(DType::from_code)
+            .ok_or_else(|| err("unknown element type"))?;
+        let shape_proto = tt.shape.as_ref().ok_or_else(|| err("unknown rank"))?;
+        let mut shape = Vec::with_capacity(shape_proto.dim.len());
+        for d in &shape_proto.dim {
+            let v = match &d.value {
+                Some(dimension::Value::DimValue(v)) => *v,
+                Some(dimension::Value::DimParam(p)) => dims.get(p).copied().unwrap_or(1),
+                None => 1,
+            };
+            if v < 0 {
+                return Err(err(&format!("negative dimension {v}")));
+            }
+            shape.push(v as usize);
+        }
+        check_size(&name, &shape)?;
+        let t = random_tensor(&mut rng, dtype, &shape)?;
+        out.push((name, Value::Tensor(t)));
+    }
+    Ok(out)
+}
+
+/// A random tensor of `dtype` and `shape`.
+pub fn random_tensor(rng: &mut impl Rng, dtype: DType, shape: &[usize]) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let mut float =
+        |n: usize| -> Vec<f64> { (0..n).map(|_| rng.random_range(-1.0..=1.0)).collect() };
+    Ok(match dtype {
+        DType::Float => Tensor::from_vec(shape, float(n).into_iter().map(|x| x as f32).collect())?,
+        DType::Double => Tensor::from_vec(shape, float(n))?,
+        DType::Float16 => {
+            Tensor::from_vec(shape, float(n).into_iter().map(f16::from_f64).collect())?
+        }
+        DType::Bfloat16 => {
+            Tensor::from_vec(shape, float(n).into_iter().map(bf16::from_f64).collect())?
+        }
+        DType::Complex64 => {
+            let v = float(2 * n);
+            Tensor::from_vec(
+                shape,
+                v.chunks_exact(2)
+                    .map(|c| Complex32::new(c[0] as f32, c[1] as f32))
+                    .collect(),
+            )?
+        }
+        DType::Complex128 => {
+            let v = float(2 * n);
+            Tensor::from_vec(
+                shape,
+                v.chunks_exact(2)
+                    .map(|c| Complex64::new(c[0], c[1]))
+                    .collect(),
+            )?
+        }
+        DType::Bool => Tensor::from_vec(shape, (0..n).map(|_| rng.random_bool(0.5)).collect())?,
+        DType::String => {
+            let words = ["a", "bb", "ccc", "onnx", ""];
+            Tensor::from_vec(
+                shape,
+                (0..n)
+                    .map(|_| words[rng.random_range(0..words.len())].to_string())
+                    .collect(),
+            )?
+        }
+        DType::Int8 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(-5..=5i8)).collect())?
+        }
+        DType::Int16 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(-5..=5i16)).collect())?
+        }
+        DType::Int32 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(-5..=5i32)).collect())?
+        }
+        DType::Int64 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(-5..=5i64)).collect())?
+        }
+        DType::Uint8 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(0..=5u8)).collect())?
+        }
+        DType::Uint16 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(0..=5u16)).collect())?
+        }
+        DType::Uint32 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(0..=5u32)).collect())?
+        }
+        DType::Uint64 => {
+            Tensor::from_vec(shape, (0..n).map(|_| rng.random_range(0..=5u64)).collect())?
+        }
+        coded if coded.is_integer() => {
+            let (lo, hi) = match coded {
+                DType::Int4 => (-8, 7),
+                DType::Int2 => (-2, 1),
+                DType::Uint4 => (0, 15),
+                _ => (0, 3),
+            };
+            let codes = (0..n)
+                .map(|_| minifloat::i64_to_coded(coded, rng.random_range(lo..=hi)))
+                .collect();
+            Tensor::from_codes(coded, shape, codes)?
+        }
+        coded => {
+            let codes = float(n)
+                .into_iter()
+                .map(|x| minifloat::f32_to_coded(coded, x as f32, true))
+                .collect();
+            Tensor::from_codes(coded, shape, codes)?
+        }
+    })
+}

@@ -1,0 +1,14 @@
+//! Integration tests of onnx-ref: the development models reproduce their reference outputs,
+//! the ONNX backend conformance suite is tracked by `manifest.txt`, and malformed tensors are
+//! rejected with errors.
+
+#[path = "interpreter/conformance.rs"]
+mod conformance;
+#[path = "interpreter/models.rs"]
+mod models;
+#[path = "interpreter/session.rs"]
+mod session;
+#[path = "interpreter/support.rs"]
+mod support;
+#[path = "interpreter/tensor_proto.rs"]
+mod tensor_proto;

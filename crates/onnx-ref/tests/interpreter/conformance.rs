@@ -1,0 +1,149 @@
+//! The ONNX backend conformance suite (`../shared/onnx-backend/{node,simple,pytorch-converted,
+//! pytorch-operator}`), tracked by `tests/manifest.txt`: one passing test per line, known
+//! failures as `# suite/test: reason`. A test listed as passing that fails is a regression and
+//! fails this test; a newly passing test is printed with a hint. `ONNX_OPT_UPDATE_MANIFEST=1`
+//! rewrites the manifest from the current results.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::support::{run_test_dir, shared_dir, test_dirs};
+
+const SUITES: [&str; 4] = ["node", "simple", "pytorch-converted", "pytorch-operator"];
+const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifest.txt");
+
+/// Runs one test directory, turning a panic into a failure that says so.
+fn run_one(dir: &Path) -> Result<(), String> {
+    match std::panic::catch_unwind(|| run_test_dir(dir, 1e-3, 1e-7)) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("PANIC (interpreter bug): {msg}"))
+        }
+    }
+}
+
+fn one_line(reason: &str) -> String {
+    let flat: String = reason
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > 160 {
+        format!("{}...", flat.chars().take(160).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// The manifest's pass list and known failures.
+fn read_manifest() -> (Vec<String>, BTreeMap<String, String>) {
+    let text = std::fs::read_to_string(MANIFEST).unwrap_or_default();
+    let mut pass = Vec::new();
+    let mut known = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# ") {
+            if let Some((name, reason)) = rest.split_once(": ") {
+                if name.contains('/') {
+                    known.insert(name.to_string(), reason.to_string());
+                }
+            }
+        } else if !line.starts_with('#') {
+            pass.push(line.to_string());
+        }
+    }
+    (pass, known)
+}
+
+#[test]
+fn backend_suite_matches_manifest() {
+    let root = shared_dir().join("onnx-backend");
+    let mut results: BTreeMap<String, Result<(), String>> = BTreeMap::new();
+    let start = std::time::Instant::now();
+    for suite in SUITES {
+        for dir in test_dirs(&root.join(suite)) {
+            let name = format!(
+                "{suite}/{}",
+                dir.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            );
+            results.insert(name, run_one(&dir));
+        }
+    }
+    assert!(
+        results.len() > 1900,
+        "expected the whole backend suite, found {} tests",
+        results.len()
+    );
+    let passed = results.values().filter(|r| r.is_ok()).count();
+    let panics = results
+        .values()
+        .filter(|r| matches!(r, Err(e) if e.starts_with("PANIC")))
+        .count();
+    println!(
+        "backend suite: {passed} of {} pass ({panics} panics) in {:.1?}",
+        results.len(),
+        start.elapsed()
+    );
+
+    if std::env::var_os("ONNX_OPT_UPDATE_MANIFEST").is_some_and(|v| v == "1") {
+        let mut out = String::from(
+            "# onnx-ref conformance manifest: one passing backend test per line; known failures as\n\
+             # `# suite/test: reason`. Regenerate with ONNX_OPT_UPDATE_MANIFEST=1 cargo test --release -p onnx-ref --test interpreter conformance\n",
+        );
+        for (name, r) in &results {
+            match r {
+                Ok(()) => out.push_str(&format!("{name}\n")),
+                Err(e) => out.push_str(&format!("# {name}: {}\n", one_line(e))),
+            }
+        }
+        if let Err(e) = std::fs::write(MANIFEST, out) {
+            panic!("cannot write {MANIFEST}: {e}");
+        }
+        println!("rewrote {MANIFEST}");
+        return;
+    }
+
+    let (pass, _known) = read_manifest();
+    assert!(
+        !pass.is_empty(),
+        "{MANIFEST} lists no passing tests: regenerate it with ONNX_OPT_UPDATE_MANIFEST=1"
+    );
+    let mut regressions = Vec::new();
+    for name in &pass {
+        match results.get(name) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => regressions.push(format!("{name}: {}", one_line(e))),
+            None => regressions.push(format!("{name}: test directory not found")),
+        }
+    }
+    let newly: Vec<&String> = results
+        .iter()
+        .filter(|(name, r)| r.is_ok() && !pass.contains(name))
+        .map(|(name, _)| name)
+        .collect();
+    if !newly.is_empty() {
+        println!(
+            "{} tests pass that the manifest does not list (add them, or rerun with ONNX_OPT_UPDATE_MANIFEST=1):",
+            newly.len()
+        );
+        for n in &newly {
+            println!("  {n}");
+        }
+    }
+    assert!(
+        regressions.is_empty(),
+        "{} manifest tests no longer pass:\n{}",
+        regressions.len(),
+        regressions.join("\n")
+    );
+}

@@ -1,0 +1,236 @@
+//! Session planning and running on small hand-built graphs: errors name what is wrong, nodes
+//! out of order are sorted, inputs are checked, `eval_node` and `random_inputs` behave.
+
+use std::collections::BTreeMap;
+
+use onnx_proto::{
+    tensor_shape_proto::{dimension, Dimension},
+    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use onnx_ref::{eval_node, random_inputs, DType, RefError, Session, Tensor, Value};
+
+fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(name.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn tensor_info(name: &str, dtype: DType, dims: &[Option<i64>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                Some(v) => dimension::Value::DimValue(*v),
+                None => dimension::Value::DimParam("batch".into()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(dtype.code()),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn model(nodes: Vec<NodeProto>, opset: i64) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(opset),
+        }],
+        graph: Some(GraphProto {
+            name: Some("g".into()),
+            node: nodes,
+            input: vec![tensor_info("x", DType::Float, &[None, Some(3)])],
+            output: vec![tensor_info("y", DType::Float, &[None, Some(3)])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn floats(shape: &[usize], v: Vec<f32>) -> Value {
+    Value::Tensor(Tensor::from_vec(shape, v).unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn runs_nodes_given_out_of_order() {
+    // y = relu(neg(x)), with the consumer listed first.
+    let m = model(
+        vec![
+            node("Relu", "r", &["t"], &["y"]),
+            node("Neg", "n", &["x"], &["t"]),
+        ],
+        13,
+    );
+    let s = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+    let out = s
+        .run(vec![(
+            "x".into(),
+            floats(&[2, 3], vec![1.0, -2.0, 3.0, -4.0, 0.0, 5.0]),
+        )])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, "y");
+    assert_eq!(
+        out[0].1,
+        floats(&[2, 3], vec![0.0, 2.0, 0.0, 4.0, 0.0, 0.0])
+    );
+}
+
+#[test]
+fn missing_kernel_names_the_node() {
+    let m = model(
+        vec![
+            node("Relu", "r", &["x"], &["t"]),
+            node("NoSuchOp", "mystery", &["t"], &["y"]),
+        ],
+        13,
+    );
+    let err = Session::new(&m).map(|_| ());
+    match err {
+        Err(RefError::MissingKernel { node, version: 13 }) => {
+            assert_eq!(
+                (node.index, node.name.as_str(), node.op.as_str()),
+                (Some(1), "mystery", "NoSuchOp")
+            );
+        }
+        other => panic!("expected MissingKernel, got {other:?}"),
+    }
+}
+
+#[test]
+fn cycles_and_undefined_values_are_errors() {
+    let cyclic = model(
+        vec![
+            node("Relu", "a", &["y"], &["t"]),
+            node("Neg", "b", &["t"], &["y"]),
+        ],
+        13,
+    );
+    assert!(
+        matches!(Session::new(&cyclic), Err(RefError::Graph { reason, .. }) if reason.contains("cycle"))
+    );
+    let undefined = model(vec![node("Relu", "a", &["nowhere"], &["y"])], 13);
+    assert!(
+        matches!(Session::new(&undefined), Err(RefError::Graph { reason, .. }) if reason.contains("'nowhere'"))
+    );
+}
+
+#[test]
+fn inputs_are_checked_against_the_model() {
+    let m = model(vec![node("Relu", "r", &["x"], &["y"])], 13);
+    let s = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+    let wrong_type = Value::Tensor(
+        Tensor::from_vec(&[1, 3], vec![1i64, 2, 3]).unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert!(
+        matches!(s.run(vec![("x".into(), wrong_type)]), Err(RefError::Input { input, reason }) if input == "x" && reason.contains("INT64"))
+    );
+    let wrong_dim = floats(&[1, 4], vec![0.0; 4]);
+    assert!(
+        matches!(s.run(vec![("x".into(), wrong_dim)]), Err(RefError::Input { reason, .. }) if reason.contains("dimension 1 must be 3"))
+    );
+    let wrong_rank = floats(&[3], vec![0.0; 3]);
+    assert!(
+        matches!(s.run(vec![("x".into(), wrong_rank)]), Err(RefError::Input { reason, .. }) if reason.contains("rank 2"))
+    );
+    assert!(matches!(s.run(vec![]), Err(RefError::Input { input, .. }) if input == "x"));
+}
+
+#[test]
+fn kernel_errors_carry_the_node() {
+    let mut reshape = node("Reshape", "bad_reshape", &["x", "shape"], &["y"]);
+    reshape.attribute.clear();
+    let mut m = model(vec![node("Constant", "c", &[], &["shape"]), reshape], 13);
+    if let Some(g) = m.graph.as_mut() {
+        g.node[0].attribute.push(AttributeProto {
+            name: Some("value_ints".into()),
+            ints: vec![5, 5],
+            r#type: Some(7),
+            ..Default::default()
+        });
+    }
+    let s = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+    let err = s.run(vec![("x".into(), floats(&[2, 3], vec![0.0; 6]))]);
+    assert!(
+        matches!(&err, Err(RefError::Kernel { node, reason }) if node.name == "bad_reshape" && node.index == Some(1) && reason.contains("reshape")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn eval_node_uses_the_opset_semantics() {
+    // Softmax-1 flattens to 2-D from axis 1; Softmax-13 works along the last axis only.
+    let x = floats(&[2, 2], vec![0.0, 0.0, 0.0, 0.0]);
+    let x3 = Value::Tensor(
+        Tensor::from_vec(&[1, 2, 2], vec![0f32; 4]).unwrap_or_else(|e| panic!("{e}")),
+    );
+    let n = node("Softmax", "s", &["x"], &["y"]);
+    let old = eval_node(&n, 11, &[Some(x3.clone())]).unwrap_or_else(|e| panic!("{e}"));
+    let new = eval_node(&n, 13, &[Some(x3)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        old[0],
+        Value::Tensor(
+            Tensor::from_vec(&[1, 2, 2], vec![0.25f32; 4]).unwrap_or_else(|e| panic!("{e}"))
+        )
+    );
+    assert_eq!(
+        new[0],
+        Value::Tensor(
+            Tensor::from_vec(&[1, 2, 2], vec![0.5f32; 4]).unwrap_or_else(|e| panic!("{e}"))
+        )
+    );
+    let add = node("Add", "a", &["p", "q"], &["r"]);
+    let out = eval_node(
+        &add,
+        14,
+        &[Some(x.clone()), Some(floats(&[2], vec![1.0, 2.0]))],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out[0], floats(&[2, 2], vec![1.0, 2.0, 1.0, 2.0]));
+    let mismatch = eval_node(&add, 14, &[Some(x), Some(floats(&[3], vec![1.0; 3]))]);
+    assert!(
+        matches!(mismatch, Err(RefError::Kernel { reason, .. }) if reason.contains("broadcast"))
+    );
+}
+
+#[test]
+fn random_inputs_are_seeded_and_shaped() {
+    let m = model(vec![node("Relu", "r", &["x"], &["y"])], 13);
+    let dims = BTreeMap::from([("batch".to_string(), 4)]);
+    let a = random_inputs(&m, 7, &dims).unwrap_or_else(|e| panic!("{e}"));
+    let b = random_inputs(&m, 7, &dims).unwrap_or_else(|e| panic!("{e}"));
+    let c = random_inputs(&m, 8, &dims).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let t = a[0].1.as_tensor().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.shape(), &[4, 3]);
+    assert!(t
+        .to_f64_vec()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .all(|v| (-1.0..=1.0).contains(v)));
+    let default = random_inputs(&m, 7, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        default[0]
+            .1
+            .as_tensor()
+            .map(|t| t.shape().to_vec())
+            .unwrap_or_default(),
+        vec![1, 3]
+    );
+}
