@@ -135,5 +135,8 @@ fn copy_is_byte_identical_and_externalizes_on_request() {
     let opt = dir.path().join("opt.onnx");
     let o = onnx_opt(&[&ext, &"-o", &opt, &"--check", &"1"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(dir.path().join("opt.onnx.data").is_file(), "external input -> external output");
+    assert!(
+        dir.path().join("opt.onnx.data").is_file(),
+        "external input -> external output"
+    );
 }

@@ -120,3 +120,147 @@ fn reproduces_test_data(
     }
     None
 }
+
+/// Reads a test-data file as the value the graph input/output's type calls for.
+fn read_value(
+    path: &std::path::Path,
+    ty: Option<&onnx_proto::TypeProto>,
+) -> Result<onnx_ref::Value, String> {
+    use onnx_proto::type_proto::Value as T;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(T::SequenceType(_)) => {
+            let p: onnx_proto::SequenceProto = onnx_proto::decode_file(path).map_err(|x| e(&x))?;
+            onnx_ref::Value::from_sequence_proto(&p).map_err(|x| e(&x))
+        }
+        Some(T::OptionalType(_)) => {
+            let p: onnx_proto::OptionalProto = onnx_proto::decode_file(path).map_err(|x| e(&x))?;
+            onnx_ref::Value::from_optional_proto(&p).map_err(|x| e(&x))
+        }
+        _ => {
+            let p: onnx_proto::TensorProto = onnx_proto::decode_file(path).map_err(|x| e(&x))?;
+            Ok(onnx_ref::Value::Tensor(
+                onnx_ref::Tensor::from_proto(&p).map_err(|x| e(&x))?,
+            ))
+        }
+    }
+}
+
+/// Every backend test the interpreter passes (its manifest): the optimized model passes the
+/// checker and still reproduces every test data set at the suite's tolerance.
+#[test]
+fn optimized_backend_models_reproduce_their_test_data() {
+    let manifest = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/onnx-ref/tests/manifest.txt"
+    ))
+    .unwrap();
+    let root = shared().join("onnx-backend");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for line in manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let dir = root.join(line.trim());
+        let path = dir.join("model.onnx");
+        let loaded = match load_ir(&path) {
+            Ok(l) => l,
+            Err(e) => {
+                failures.push(format!("{line}: load: {e}"));
+                continue;
+            }
+        };
+        if onnx_ir::check_model(&loaded.model).is_err() {
+            continue; // test_mvn: rejected by the checker as onnx.checker rejects it
+        }
+        let optimized = match onnx_egraph::optimize_model(
+            &loaded.model,
+            onnx_egraph::OptimizeOptions::default(),
+        ) {
+            Ok((m, _)) => m.to_proto(),
+            Err(e) => {
+                failures.push(format!("{line}: optimize: {e}"));
+                continue;
+            }
+        };
+        let session = match onnx_ref::Session::new(&optimized) {
+            Ok(s) => s,
+            Err(e) => {
+                failures.push(format!("{line}: session: {e}"));
+                continue;
+            }
+        };
+        let graph = loaded.proto.model.graph.clone().unwrap_or_default();
+        let mut sets: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        sets.sort();
+        'sets: for set in sets {
+            let init: std::collections::BTreeSet<&str> = graph
+                .initializer
+                .iter()
+                .filter_map(|t| t.name.as_deref())
+                .collect();
+            let real: Vec<&onnx_proto::ValueInfoProto> = graph
+                .input
+                .iter()
+                .filter(|v| !init.contains(v.name()))
+                .collect();
+            let mut inputs = Vec::new();
+            for (i, vi) in real.iter().enumerate() {
+                let f = set.join(format!("input_{i}.pb"));
+                if !f.exists() {
+                    continue; // an optional input the test leaves out
+                }
+                match read_value(&f, vi.r#type.as_ref()) {
+                    Ok(v) => inputs.push((vi.name().to_string(), v)),
+                    Err(e) => {
+                        failures.push(format!("{line}: {e}"));
+                        continue 'sets;
+                    }
+                }
+            }
+            let outputs = match session.run(inputs) {
+                Ok(o) => o,
+                Err(e) => {
+                    failures.push(format!("{line}: run: {e}"));
+                    continue;
+                }
+            };
+            for (i, (name, got)) in outputs.iter().enumerate() {
+                let want = match read_value(
+                    &set.join(format!("output_{i}.pb")),
+                    graph.output.get(i).and_then(|o| o.r#type.as_ref()),
+                ) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        failures.push(format!("{line}: {e}"));
+                        continue;
+                    }
+                };
+                if let Some(d) = onnx_opt::verify::compare_values(
+                    got,
+                    &want,
+                    Tolerance {
+                        rtol: 1e-3,
+                        atol: 1e-7,
+                    },
+                ) {
+                    failures.push(format!("{line}: output {name}: {d}"));
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 1500, "only {checked} data sets checked");
+    assert!(
+        failures.is_empty(),
+        "{} failures: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(30)]
+    );
+}

@@ -55,6 +55,32 @@ impl CostModel for Latency {
     }
 }
 
+/// Wraps a cost model so that operators not legal at a target opset cost infinity: an op is
+/// legal at opset `T` of its domain when the schema it binds to there is the one the e-node
+/// binds to (same since_version, so same semantics). Ops of domains without schemas are legal.
+#[derive(Debug, Clone, Copy)]
+pub struct AtOpset<C> {
+    pub inner: C,
+    /// Target version of the default domain.
+    pub target: i64,
+}
+
+impl<C: CostModel> CostModel for AtOpset<C> {
+    fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64 {
+        if let NodeKind::Op(op) = node.kind {
+            let info = egraph.analysis.ops.get(op);
+            if info.has_schema && onnx_schema::normalize_domain(&info.domain).is_empty() {
+                let bound =
+                    onnx_schema::registry().lookup(&info.domain, &info.op_type, self.target);
+                if bound.map(|s| s.since_version) != Some(info.since_version) {
+                    return f64::INFINITY;
+                }
+            }
+        }
+        self.inner.node_cost(egraph, class, node)
+    }
+}
+
 /// The chosen node of every class reachable from the root.
 #[derive(Debug, Clone)]
 pub struct Selection {

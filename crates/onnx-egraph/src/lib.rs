@@ -21,7 +21,7 @@ pub mod tables;
 pub mod types;
 
 pub use analysis::{ClassData, FoldOptions, OnnxAnalysis, OnnxEGraph};
-pub use extract::{extract_dag, CostModel, Latency, NodeCount, Selection};
+pub use extract::{extract_dag, AtOpset, CostModel, Latency, NodeCount, Selection};
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use pipeline::{optimize_model, CostKind, GraphReport, OptimizeOptions, OptimizeReport};
 pub use saturate::{Phase, PhaseReport, PhaseStop};

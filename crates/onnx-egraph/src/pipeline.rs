@@ -9,7 +9,7 @@ use onnx_ir::{Graph, Model};
 
 use crate::analysis::FoldOptions;
 use crate::emit::{emit_graph, EmitOptions};
-use crate::extract::{extract_dag, Latency, NodeCount};
+use crate::extract::{extract_dag, AtOpset, Latency, NodeCount};
 use crate::lift::lift_graph;
 use crate::saturate::{saturate, Phase, PhaseReport};
 use crate::EGraphError;
@@ -31,6 +31,8 @@ pub struct OptimizeOptions {
     pub cost: CostKind,
     /// Rule phases, run in order on every graph.
     pub phases: Vec<Phase>,
+    /// Extract only operators legal at this default-domain opset (infinite cost otherwise).
+    pub target_opset: Option<i64>,
 }
 
 /// Figures of one optimized graph.
@@ -125,9 +127,25 @@ pub fn optimize_graph(
     lifted.egraph = egraph;
     let saturate_seconds = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
-    let sel = match options.cost {
-        CostKind::Latency => extract_dag(&lifted.egraph, lifted.root, &Latency)?,
-        CostKind::NodeCount => extract_dag(&lifted.egraph, lifted.root, &NodeCount)?,
+    let sel = match (options.cost, options.target_opset) {
+        (CostKind::Latency, None) => extract_dag(&lifted.egraph, lifted.root, &Latency)?,
+        (CostKind::NodeCount, None) => extract_dag(&lifted.egraph, lifted.root, &NodeCount)?,
+        (CostKind::Latency, Some(target)) => extract_dag(
+            &lifted.egraph,
+            lifted.root,
+            &AtOpset {
+                inner: Latency,
+                target,
+            },
+        )?,
+        (CostKind::NodeCount, Some(target)) => extract_dag(
+            &lifted.egraph,
+            lifted.root,
+            &AtOpset {
+                inner: NodeCount,
+                target,
+            },
+        )?,
     };
     let out = emit_graph(
         &lifted,

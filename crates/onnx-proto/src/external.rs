@@ -242,7 +242,8 @@ fn attr_tensors_mut(
     Ok(())
 }
 
-pub(crate) fn any_external(model: &ModelProto) -> bool {
+/// True when any tensor of the model (at any depth) is stored externally.
+pub fn any_external(model: &ModelProto) -> bool {
     // Tensor payloads are reference-counted `Bytes`, so the clone copies structure only.
     let mut model = model.clone();
     let mut found = false;

@@ -10,7 +10,7 @@ mod io;
 
 pub use error::{Error, Result};
 pub use external::{
-    external_data_info, for_each_tensor_mut, inline_external_data, is_external,
+    any_external, external_data_info, for_each_tensor_mut, inline_external_data, is_external,
     resolve_external_path, ExternalDataInfo, ExternalDataOptions,
 };
 pub use io::{
