@@ -137,6 +137,7 @@ pub fn optimize_file(
         },
         cost: cfg.cost,
         phases: Vec::new(),
+        target_opset: None,
     };
     let (optimized, report) =
         onnx_egraph::optimize_model(&model, options).map_err(|source| Error::Optimize {
