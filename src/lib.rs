@@ -7,6 +7,7 @@ pub mod info;
 
 pub use onnx_proto as proto;
 pub mod optimize;
+pub mod run;
 pub mod verify;
 
 /// Errors of the onnx-opt library facade; each names the file it concerns.
@@ -33,6 +34,11 @@ pub enum Error {
     },
     #[error("check failed, nothing written: trial {}, output '{}': {}", .0.trial, .0.output, .0.detail)]
     Mismatch(Box<verify::Mismatch>),
+    #[error("{path}: {message}")]
+    Run {
+        path: std::path::PathBuf,
+        message: String,
+    },
     #[error("check could not run")]
     Verify(#[source] Box<verify::VerifyError>),
 }

@@ -14,6 +14,24 @@ use onnx_opt::optimize::{optimize_file, render_table, OptimizeConfig};
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Optimize(args) => optimize(args),
+        Command::Run(args) => {
+            let cfg = onnx_opt::run::RunConfig {
+                inputs: args.inputs,
+                random_inputs: args.random_inputs,
+                dims: args.dims.into_iter().collect(),
+                seed: args.seed,
+                output_dir: args.output,
+                repeat: args.repeat,
+            };
+            let outcome = onnx_opt::run::run_file(&args.model, &cfg)?;
+            for o in &outcome.outputs {
+                println!("{}: {} {}", o.name, o.kind, o.stats);
+            }
+            if let Some(ms) = outcome.median_ms {
+                println!("inference median: {ms:.3} ms");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Print {
             model,
             elide_tensors_above,

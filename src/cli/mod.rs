@@ -22,6 +22,8 @@ pub enum Command {
     Optimize(OptimizeArgs),
     /// Check a model against the ONNX IR rules and the operator schemas.
     Check { model: PathBuf },
+    /// Run a model in the reference interpreter.
+    Run(RunArgs),
     /// Print a model in the ONNX text syntax (as onnx.printer writes it).
     Print {
         model: PathBuf,
@@ -92,13 +94,45 @@ fn parse_dim(s: &str) -> Result<(String, i64), String> {
     Ok((name.to_string(), v))
 }
 
+/// Arguments of `run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    pub model: PathBuf,
+    /// An input value: `NAME=FILE.pb` (TensorProto, SequenceProto or OptionalProto, as the
+    /// input's type requires). Repeatable.
+    #[arg(long = "input", value_name = "NAME=FILE", value_parser = parse_input)]
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Fill the inputs not given with seeded random values.
+    #[arg(long)]
+    pub random_inputs: bool,
+    /// Seed of --random-inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Value of a symbolic dimension for --random-inputs (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
+    /// Write output i as DIR/output_i.pb.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Run inference N times and print the median time (inference only).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: usize,
+}
+
+fn parse_input(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, file) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=FILE, got '{s}'"))?;
+    Ok((name.to_string(), PathBuf::from(file)))
+}
+
 /// Exit codes of the binary.
 pub mod exit {
     pub const ERROR: u8 = 1;
     pub const USAGE: u8 = 2;
 }
 
-const SUBCOMMANDS: &[&str] = &["info", "copy", "check", "print", "optimize", "help"];
+const SUBCOMMANDS: &[&str] = &["info", "copy", "check", "print", "run", "optimize", "help"];
 
 /// Parses the process arguments (with `onnx-opt MODEL -o OUT` meaning `optimize`) and runs.
 pub fn main() -> ExitCode {

@@ -140,3 +140,50 @@ fn copy_is_byte_identical_and_externalizes_on_request() {
         "external input -> external output"
     );
 }
+
+#[test]
+fn run_reproduces_test_data_and_writes_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = shared().join("onnx-backend/node/test_add_bcast");
+    let m = case.join("model.onnx");
+    let data = case.join("test_data_set_0");
+    let x = format!("x={}", data.join("input_0.pb").display());
+    let y = format!("y={}", data.join("input_1.pb").display());
+    let o = onnx_opt(&[
+        &"run",
+        &m,
+        &"--input",
+        &x,
+        &"--input",
+        &y,
+        &"-o",
+        &dir.path(),
+        &"--repeat",
+        &"3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("sum: float[3, 4, 5]"), "{out}");
+    assert!(out.contains("inference median:"), "{out}");
+    let got: onnx_proto::TensorProto =
+        onnx_proto::decode_file(dir.path().join("output_0.pb")).unwrap();
+    let want: onnx_proto::TensorProto = onnx_proto::decode_file(data.join("output_0.pb")).unwrap();
+    assert_eq!(got.dims, want.dims);
+    assert_eq!(got.name(), "sum");
+    // Missing inputs and unknown names are errors naming the input.
+    let o = onnx_opt(&[&"run", &m, &"--input", &x]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no value for input 'y'"),
+        "{}",
+        stderr(&o)
+    );
+    let o = onnx_opt(&[&"run", &m, &"--input", &"nope=a.pb"]);
+    assert!(
+        stderr(&o).contains("no input named 'nope'"),
+        "{}",
+        stderr(&o)
+    );
+    let o = onnx_opt(&[&"run", &m, &"--random-inputs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

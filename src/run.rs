@@ -1,0 +1,224 @@
+//! `onnx-opt run`: run a model in the reference interpreter on inputs read from files (or seeded
+//! random inputs), write each output as a test-data file, print a summary per output, and time
+//! repeated inference.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use onnx_proto::{type_proto, ModelProto, TypeProto};
+use onnx_ref::{Session, Tensor, Value};
+
+use crate::Error;
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunConfig {
+    /// `NAME=FILE.pb` pairs.
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Fill inputs not given with seeded random values.
+    pub random_inputs: bool,
+    pub dims: BTreeMap<String, i64>,
+    pub seed: u64,
+    /// Write `output_i.pb` files here.
+    pub output_dir: Option<PathBuf>,
+    /// Run inference this many times and report the median (0 or 1: once).
+    pub repeat: usize,
+}
+
+/// One output's summary.
+#[derive(Debug, Clone)]
+pub struct OutputSummary {
+    pub name: String,
+    pub kind: String,
+    pub stats: String,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub outputs: Vec<OutputSummary>,
+    pub median_ms: Option<f64>,
+}
+
+fn run_err(model: &Path, message: String) -> Error {
+    Error::Run {
+        path: model.to_path_buf(),
+        message,
+    }
+}
+
+/// Runs `model_path` as configured.
+pub fn run_file(model_path: &Path, cfg: &RunConfig) -> Result<RunOutcome, Error> {
+    let loaded = crate::optimize::load_ir(model_path)?;
+    let model = &loaded.proto.model;
+    let session = Session::new(model).map_err(|e| run_err(model_path, e.to_string()))?;
+    let inputs = read_inputs(model_path, model, cfg)?;
+    let start = Instant::now();
+    let outputs = session
+        .run(inputs.clone())
+        .map_err(|e| run_err(model_path, e.to_string()))?;
+    let mut times = vec![start.elapsed().as_secs_f64() * 1e3];
+    for _ in 1..cfg.repeat.max(1) {
+        let t = Instant::now();
+        session
+            .run(inputs.clone())
+            .map_err(|e| run_err(model_path, e.to_string()))?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let median_ms = (cfg.repeat > 1).then(|| times[times.len() / 2]);
+    if let Some(dir) = &cfg.output_dir {
+        std::fs::create_dir_all(dir).map_err(|source| onnx_proto::Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        for (i, (name, value)) in outputs.iter().enumerate() {
+            write_value(&dir.join(format!("output_{i}.pb")), name, value)?;
+        }
+    }
+    Ok(RunOutcome {
+        outputs: outputs
+            .iter()
+            .map(|(name, v)| OutputSummary {
+                name: name.clone(),
+                kind: describe(v),
+                stats: stats(v),
+            })
+            .collect(),
+        median_ms,
+    })
+}
+
+fn read_inputs(
+    model_path: &Path,
+    model: &ModelProto,
+    cfg: &RunConfig,
+) -> Result<Vec<(String, Value)>, Error> {
+    let graph = model.graph.clone().unwrap_or_default();
+    let init: std::collections::BTreeSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let declared: BTreeMap<&str, Option<&TypeProto>> = graph
+        .input
+        .iter()
+        .filter(|v| !init.contains(v.name()))
+        .map(|v| (v.name(), v.r#type.as_ref()))
+        .collect();
+    let mut given = BTreeMap::new();
+    for (name, file) in &cfg.inputs {
+        let Some(ty) = declared.get(name.as_str()) else {
+            return Err(run_err(
+                model_path,
+                format!("the model has no input named '{name}'"),
+            ));
+        };
+        given.insert(name.clone(), read_value(file, *ty)?);
+    }
+    let random = if cfg.random_inputs {
+        onnx_ref::random_inputs(model, cfg.seed, &cfg.dims)
+            .map_err(|e| run_err(model_path, e.to_string()))?
+    } else {
+        Vec::new()
+    };
+    let mut inputs = Vec::new();
+    for &name in declared.keys() {
+        if let Some(v) = given.remove(name) {
+            inputs.push((name.to_string(), v));
+        } else if let Some((_, v)) = random.iter().find(|(n, _)| n == name) {
+            inputs.push((name.to_string(), v.clone()));
+        } else {
+            return Err(run_err(
+                model_path,
+                format!(
+                    "no value for input '{name}': give --input {name}=FILE.pb or --random-inputs"
+                ),
+            ));
+        }
+    }
+    Ok(inputs)
+}
+
+/// Reads a test-data file as the declared type requires (TensorProto, SequenceProto or
+/// OptionalProto).
+pub fn read_value(path: &Path, ty: Option<&TypeProto>) -> Result<Value, Error> {
+    let bad = |message: String| Error::Run {
+        path: path.to_path_buf(),
+        message,
+    };
+    if path.extension().and_then(|e| e.to_str()) == Some("npy") {
+        return Err(bad(
+            ".npy input files are not supported yet: convert to a TensorProto .pb".into(),
+        ));
+    }
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::SequenceType(_)) => {
+            let p: onnx_proto::SequenceProto = onnx_proto::decode_file(path)?;
+            Value::from_sequence_proto(&p).map_err(|e| bad(e.to_string()))
+        }
+        Some(type_proto::Value::OptionalType(_)) => {
+            let p: onnx_proto::OptionalProto = onnx_proto::decode_file(path)?;
+            Value::from_optional_proto(&p).map_err(|e| bad(e.to_string()))
+        }
+        _ => {
+            let p: onnx_proto::TensorProto = onnx_proto::decode_file(path)?;
+            Ok(Value::Tensor(
+                Tensor::from_proto(&p).map_err(|e| bad(e.to_string()))?,
+            ))
+        }
+    }
+}
+
+fn write_value(path: &Path, name: &str, value: &Value) -> Result<(), Error> {
+    let unsupported = || Error::Run {
+        path: path.to_path_buf(),
+        message: format!(
+            "output '{name}' ({}) cannot be written as a test-data file",
+            describe(value)
+        ),
+    };
+    match value {
+        Value::Tensor(t) => onnx_proto::encode_to_file(&t.to_proto(name), path)?,
+        Value::Sequence(_) => onnx_proto::encode_to_file(
+            &value.to_sequence_proto(name).ok_or_else(unsupported)?,
+            path,
+        )?,
+        Value::Optional(_) => onnx_proto::encode_to_file(
+            &value.to_optional_proto(name).ok_or_else(unsupported)?,
+            path,
+        )?,
+        Value::Map(_) => return Err(unsupported()),
+    }
+    Ok(())
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Tensor(t) => format!("{}{:?}", t.dtype().name().to_ascii_lowercase(), t.shape()),
+        other => other.kind(),
+    }
+}
+
+fn stats(v: &Value) -> String {
+    let Value::Tensor(t) = v else {
+        return String::new();
+    };
+    let Ok(x) = t.to_f64_vec() else {
+        return String::new();
+    };
+    if x.is_empty() {
+        return "empty".into();
+    }
+    let finite: Vec<f64> = x.iter().copied().filter(|v| v.is_finite()).collect();
+    let nonfinite = x.len() - finite.len();
+    let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mean = finite.iter().sum::<f64>() / finite.len().max(1) as f64;
+    let mut s = format!("min {min:.6} max {max:.6} mean {mean:.6}");
+    if nonfinite > 0 {
+        s.push_str(&format!(" ({nonfinite} NaN/Inf)"));
+    }
+    s
+}
