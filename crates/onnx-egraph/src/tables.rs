@@ -110,8 +110,6 @@ pub struct ConstEntry {
     pub tensor: Arc<TensorProto>,
     /// Size of the data in bytes (for folding budgets and cost models).
     pub bytes: usize,
-    /// Number of elements.
-    pub elements: u64,
 }
 
 /// Content-addressed constant tensors: identical content gets one [`ConstId`].
@@ -144,10 +142,8 @@ impl ConstStore {
             }
         }
         let id = ConstId(self.entries.len() as u32);
-        let elements = tensor.dims.iter().map(|&d| d.max(0) as u64).product();
         self.entries.push(ConstEntry {
             bytes: key.len(),
-            elements,
             tensor: Arc::new(tensor),
         });
         self.by_hash.entry(hash).or_default().push(id);

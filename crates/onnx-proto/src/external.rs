@@ -273,7 +273,6 @@ pub(crate) fn externalize(
     model: &mut ModelProto,
     out_dir: &Path,
     opts: &ExternalDataOptions,
-    model_path: &Path,
 ) -> Result<()> {
     let data_path = out_dir.join(&opts.location);
     let mut chunks: Vec<Bytes> = Vec::new();
@@ -304,7 +303,6 @@ pub(crate) fn externalize(
     if chunks.is_empty() {
         return Ok(());
     }
-    let _ = model_path;
     write_atomic(&data_path, |w| {
         for c in &chunks {
             w.write_all(c)?;

@@ -196,7 +196,7 @@ pub fn save_model(
         ext = Some(ExternalDataOptions::for_model(path, 1024));
     }
     if let Some(ext) = ext {
-        external::externalize(&mut model, &out_dir, &ext, path)?;
+        external::externalize(&mut model, &out_dir, &ext)?;
     }
     let size = model.encoded_len() as u64;
     if size > limit {
