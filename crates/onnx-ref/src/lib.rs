@@ -7,8 +7,10 @@
 //! [`random_inputs`] (seeded inputs for differential testing), and the value types [`Tensor`]
 //! and [`Value`] with their protobuf conversions.
 
+mod control;
 mod dtype;
 mod error;
+mod function;
 pub mod kernels;
 pub mod minifloat;
 mod numeric;

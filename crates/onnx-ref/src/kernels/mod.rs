@@ -8,23 +8,35 @@ use crate::registry::{KernelCtx, KernelRegistry};
 use crate::tensor::{check_size, Array, Tensor};
 use crate::value::Value;
 
+mod attention;
 mod cast;
 mod conv;
 mod conv_transpose;
+mod detection;
+mod einsum;
 mod elementwise;
+mod grid;
+mod image;
+mod linalg;
 mod loss;
 mod matmul;
+mod ml;
 mod nn;
 mod pad;
 mod pool;
 mod quant;
+mod random_ops;
 mod reduce;
 mod resize;
+mod rnn;
 mod select;
 mod sequence;
 mod shape;
 mod signal;
 mod slice;
+mod spectral;
+mod strings;
+mod training;
 mod unary;
 
 pub use cast::cast_tensor;
@@ -50,6 +62,18 @@ pub fn register_all(reg: &mut KernelRegistry) {
     select::register_all(reg);
     sequence::register_all(reg);
     signal::register_all(reg);
+    attention::register_all(reg);
+    rnn::register_all(reg);
+    einsum::register_all(reg);
+    linalg::register_all(reg);
+    grid::register_all(reg);
+    detection::register_all(reg);
+    spectral::register_all(reg);
+    strings::register_all(reg);
+    ml::register_all(reg);
+    training::register_all(reg);
+    image::register_all(reg);
+    random_ops::register_all(reg);
 }
 
 /// A kernel result with a single tensor output.

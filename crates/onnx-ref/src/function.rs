@@ -1,0 +1,1 @@
+//! function (work in progress).
