@@ -1,12 +1,16 @@
 //! Shared helpers: locating `../shared`, loading a test directory (model + test_data_set_N),
-//! running it through a `Session`, and comparing outputs with tolerances.
+//! running it through a `Session`, and comparing outputs with tolerances (outputs drawn at
+//! random by the model are compared by dtype and shape only, see [`random_outputs`]).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use onnx_proto::{
-    type_proto, MapProto, ModelProto, OptionalProto, SequenceProto, TensorProto, ValueInfoProto,
+    type_proto, FunctionProto, GraphProto, MapProto, ModelProto, NodeProto, OptionalProto,
+    SequenceProto, TensorProto, ValueInfoProto,
 };
 use onnx_ref::{Session, Tensor, Value};
+use onnx_schema::NodeDeterminism;
 
 /// The shared test-data directory (`ONNX_OPT_SHARED` or `../shared` beside the repo).
 pub fn shared_dir() -> PathBuf {
@@ -274,6 +278,181 @@ fn close_all(
     }
 }
 
+/// Compares two values by kind, dtype and shape only (for values drawn at random).
+pub fn compare_dtype_and_shape(expected: &Value, actual: &Value) -> Result<(), String> {
+    match (expected, actual) {
+        (Value::Tensor(e), Value::Tensor(a)) => {
+            if e.dtype() != a.dtype() {
+                return Err(format!("dtype {} != expected {}", a.dtype(), e.dtype()));
+            }
+            if e.shape() != a.shape() {
+                return Err(format!("shape {:?} != expected {:?}", a.shape(), e.shape()));
+            }
+            Ok(())
+        }
+        _ if expected.kind() == actual.kind() => Ok(()),
+        _ => Err(format!(
+            "expected {}, got {}",
+            expected.kind(),
+            actual.kind()
+        )),
+    }
+}
+
+/// The graph outputs of `model` whose values depend on a random draw, given the feeds of one
+/// data set. The backend test data of random ops was drawn by numpy, so these outputs can
+/// only be compared by dtype and shape ([`compare_dtype_and_shape`]); every other output is
+/// compared by value.
+///
+/// A node draws at random when its schema is `NodeDeterminism::NonDeterministic` (RandomNormal,
+/// RandomUniform, their `*Like` forms, Bernoulli, Multinomial), except: control flow (a node
+/// with graph attributes) draws only if a node of its bodies does; an op with a function body
+/// (AffineGrid) draws only if its body does; and Dropout draws only with a `training_mode`
+/// input that is true (a feed, initializer or Constant) or whose value is not known here.
+/// Ops onnx leaves unclassified (`Unknown`, e.g. DepthToSpace) are treated as deterministic.
+/// Randomness propagates: every value computed from a random value is random too.
+pub fn random_outputs(model: &ModelProto, feeds: &NamedValues) -> BTreeSet<String> {
+    let Some(graph) = model.graph.as_ref() else {
+        return BTreeSet::new();
+    };
+    let opsets: BTreeMap<String, i64> = model
+        .opset_import
+        .iter()
+        .map(|o| {
+            let domain = o.domain.as_deref().unwrap_or("");
+            (
+                onnx_schema::normalize_domain(domain).to_string(),
+                o.version.unwrap_or(0),
+            )
+        })
+        .collect();
+    let mut known: BTreeMap<String, bool> = BTreeMap::new();
+    for (name, value) in feeds {
+        if let Some(b) = truth_of(value) {
+            known.insert(name.clone(), b);
+        }
+    }
+    for init in &graph.initializer {
+        if let (Some(name), Ok(t)) = (init.name.clone(), Tensor::from_proto(init)) {
+            if let Some(b) = truth_of(&Value::Tensor(t)) {
+                known.insert(name, b);
+            }
+        }
+    }
+    for node in &graph.node {
+        if node.op_type.as_deref() == Some("Constant") {
+            let value = node.attribute.iter().find_map(|a| a.t.as_ref());
+            if let (Some(out), Some(Ok(t))) = (node.output.first(), value.map(Tensor::from_proto)) {
+                if let Some(b) = truth_of(&Value::Tensor(t)) {
+                    known.insert(out.clone(), b);
+                }
+            }
+        }
+    }
+    let mut tainted: BTreeSet<String> = BTreeSet::new();
+    // Iterate to a fixed point: the nodes need not be in topological order.
+    loop {
+        let before = tainted.len();
+        for node in &graph.node {
+            let random = node_draws(node, &opsets, &known)
+                || node_inputs(node).iter().any(|i| tainted.contains(i));
+            if random {
+                tainted.extend(node.output.iter().filter(|o| !o.is_empty()).cloned());
+            }
+        }
+        if tainted.len() == before {
+            break;
+        }
+    }
+    graph
+        .output
+        .iter()
+        .filter_map(|o| o.name.clone())
+        .filter(|n| tainted.contains(n))
+        .collect()
+}
+
+/// The truth value of a one-element tensor.
+fn truth_of(value: &Value) -> Option<bool> {
+    match value {
+        Value::Tensor(t) if t.len() == 1 => t.to_f64_vec().ok().map(|v| v[0] != 0.0),
+        _ => None,
+    }
+}
+
+/// Every value name a node reads, including those its subgraphs read from outer scopes.
+fn node_inputs(node: &NodeProto) -> Vec<String> {
+    let mut names: Vec<String> = node
+        .input
+        .iter()
+        .filter(|i| !i.is_empty())
+        .cloned()
+        .collect();
+    for g in subgraphs(node) {
+        for n in &g.node {
+            names.extend(node_inputs(n));
+        }
+    }
+    names
+}
+
+fn subgraphs(node: &NodeProto) -> Vec<&GraphProto> {
+    node.attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(a.graphs.iter()))
+        .collect()
+}
+
+/// Whether a node itself draws random numbers (see [`random_outputs`]).
+fn node_draws(
+    node: &NodeProto,
+    opsets: &BTreeMap<String, i64>,
+    known: &BTreeMap<String, bool>,
+) -> bool {
+    let bodies = subgraphs(node);
+    if !bodies.is_empty() {
+        return bodies
+            .iter()
+            .any(|g| g.node.iter().any(|n| node_draws(n, opsets, known)));
+    }
+    let domain = onnx_schema::normalize_domain(node.domain.as_deref().unwrap_or(""));
+    let op = node.op_type.as_deref().unwrap_or("");
+    if domain.is_empty() && op == "Dropout" {
+        return match node.input.get(2).filter(|n| !n.is_empty()) {
+            None => false,
+            Some(mode) => known.get(mode).copied().unwrap_or(true),
+        };
+    }
+    let Some(version) = opsets.get(domain).copied() else {
+        return false;
+    };
+    let Some(schema) = onnx_schema::registry().lookup(domain, op, version) else {
+        return false;
+    };
+    if schema.node_determinism != NodeDeterminism::NonDeterministic {
+        return false;
+    }
+    match schema.function_body(version) {
+        Some(body) => function_draws(&body, known),
+        None => true,
+    }
+}
+
+fn function_draws(body: &FunctionProto, known: &BTreeMap<String, bool>) -> bool {
+    let opsets: BTreeMap<String, i64> = body
+        .opset_import
+        .iter()
+        .map(|o| {
+            let domain = o.domain.as_deref().unwrap_or("");
+            (
+                onnx_schema::normalize_domain(domain).to_string(),
+                o.version.unwrap_or(0),
+            )
+        })
+        .collect();
+    body.node.iter().any(|n| node_draws(n, &opsets, known))
+}
+
 /// Runs every data set of a test directory; `Err` has the first failure's reason.
 pub fn run_test_dir(dir: &Path, rtol: f64, atol: f64) -> Result<usize, String> {
     let model = load_model(&dir.join("model.onnx"))?;
@@ -298,6 +477,7 @@ pub fn run_test_dir(dir: &Path, rtol: f64, atol: f64) -> Result<usize, String> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let (feeds, expected) = load_data_set(&model, set)?;
+        let random = random_outputs(&model, &feeds);
         let outputs = session
             .run(feeds)
             .map_err(|e| format!("{set_name}: run: {e}"))?;
@@ -309,8 +489,12 @@ pub fn run_test_dir(dir: &Path, rtol: f64, atol: f64) -> Result<usize, String> {
             ));
         }
         for ((name, want), (_, got)) in expected.iter().zip(&outputs) {
-            compare(want, got, rtol, atol)
-                .map_err(|m| format!("{set_name}: output '{name}': {m}"))?;
+            let checked = if random.contains(name) {
+                compare_dtype_and_shape(want, got)
+            } else {
+                compare(want, got, rtol, atol)
+            };
+            checked.map_err(|m| format!("{set_name}: output '{name}': {m}"))?;
         }
     }
     Ok(sets.len())
