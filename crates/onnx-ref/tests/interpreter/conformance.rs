@@ -14,9 +14,32 @@ use crate::support::{run_test_dir, shared_dir, test_dirs};
 const SUITES: [&str; 4] = ["node", "simple", "pytorch-converted", "pytorch-operator"];
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifest.txt");
 
+/// Tests that need their own (rtol, atol), with the reason. Everything else uses the suite's
+/// rtol 1e-3, atol 1e-7.
+const TOLERANCES: &[(&str, f64, f64, &str)] = &[(
+    "test_dft_inverse",
+    1e-3,
+    1e-6,
+    "the expected values come from numpy's float32 FFT, whose exact zeros carry rounding noise \
+     of ~2e-7; the interpreter's f64 FFT is closer to 0 than atol 1e-7 allows",
+)];
+
+/// The (rtol, atol) for a test directory.
+fn tolerance(dir: &Path) -> (f64, f64) {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    TOLERANCES
+        .iter()
+        .find(|(prefix, ..)| name.starts_with(prefix))
+        .map_or((1e-3, 1e-7), |&(_, r, a, _)| (r, a))
+}
+
 /// Runs one test directory, turning a panic into a failure that says so.
 fn run_one(dir: &Path) -> Result<(), String> {
-    match std::panic::catch_unwind(|| run_test_dir(dir, 1e-3, 1e-7)) {
+    let (rtol, atol) = tolerance(dir);
+    match std::panic::catch_unwind(|| run_test_dir(dir, rtol, atol)) {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e),
         Err(p) => {
