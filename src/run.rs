@@ -1,13 +1,13 @@
 //! `onnx-opt run`: run a model in the reference interpreter on inputs read from files (or seeded
 //! random inputs), write each output as a test-data file, print a summary per output, and time
-//! repeated inference.
+//! repeated inference. Input files are test-data `.pb` files or NumPy `.npy` files ([`npy`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use onnx_proto::{type_proto, ModelProto, TypeProto};
-use onnx_ref::{Session, Tensor, Value};
+use onnx_ref::{DType, Session, Tensor, Value};
 
 use crate::Error;
 
@@ -66,8 +66,7 @@ pub fn run_file(model_path: &Path, cfg: &RunConfig) -> Result<RunOutcome, Error>
             .map_err(|e| run_err(model_path, e.to_string()))?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    times.sort_by(f64::total_cmp);
-    let median_ms = (cfg.repeat > 1).then(|| times[times.len() / 2]);
+    let median_ms = (cfg.repeat > 1).then(|| median(&mut times));
     if let Some(dir) = &cfg.output_dir {
         std::fs::create_dir_all(dir).map_err(|source| onnx_proto::Error::Io {
             path: dir.clone(),
@@ -88,6 +87,17 @@ pub fn run_file(model_path: &Path, cfg: &RunConfig) -> Result<RunOutcome, Error>
             .collect(),
         median_ms,
     })
+}
+
+/// The median of a non-empty list (the mean of the two middle values for an even count).
+fn median(times: &mut [f64]) -> f64 {
+    times.sort_by(f64::total_cmp);
+    // The two middle values: the same one for an odd count.
+    let lower = times.len().saturating_sub(1) / 2;
+    match (times.get(lower), times.get(times.len() / 2)) {
+        (Some(a), Some(b)) => (a + b) / 2.0,
+        _ => f64::NAN,
+    }
 }
 
 fn read_inputs(
@@ -115,7 +125,7 @@ fn read_inputs(
                 format!("the model has no input named '{name}'"),
             ));
         };
-        given.insert(name.clone(), read_value(file, *ty)?);
+        given.insert(name.clone(), read_input(name, file, *ty)?);
     }
     let random = if cfg.random_inputs {
         onnx_ref::random_inputs(model, cfg.seed, &cfg.dims)
@@ -133,7 +143,7 @@ fn read_inputs(
             return Err(run_err(
                 model_path,
                 format!(
-                    "no value for input '{name}': give --input {name}=FILE.pb or --random-inputs"
+                    "no value for input '{name}': give --input {name}=FILE.pb (or FILE.npy) or --random-inputs"
                 ),
             ));
         }
@@ -141,17 +151,49 @@ fn read_inputs(
     Ok(inputs)
 }
 
+/// Reads the value of graph input `name` from `file`. A `.npy` file must hold the element type
+/// the input declares (the error names the input, the file and the file's `descr`).
+fn read_input(name: &str, file: &Path, ty: Option<&TypeProto>) -> Result<Value, Error> {
+    if !npy::is_npy_path(file) {
+        return read_value(file, ty);
+    }
+    let bad = |message: String| Error::Run {
+        path: file.to_path_buf(),
+        message,
+    };
+    let declared = match ty.and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(t)) => t.elem_type.and_then(DType::from_code),
+        None => None,
+        Some(_) => {
+            return Err(bad(format!(
+                "input '{name}' is not a tensor; a .npy file holds one tensor"
+            )))
+        }
+    };
+    let npy = npy::read_npy(file)?;
+    if let Some(want) = declared {
+        let got = npy.tensor.dtype();
+        if got != want {
+            return Err(bad(format!(
+                "input '{name}' is declared {}, but the file holds {} (descr '{}')",
+                want.name().to_ascii_lowercase(),
+                got.name().to_ascii_lowercase(),
+                npy.descr
+            )));
+        }
+    }
+    Ok(Value::Tensor(npy.tensor))
+}
+
 /// Reads a test-data file as the declared type requires (TensorProto, SequenceProto or
-/// OptionalProto).
+/// OptionalProto), or a `.npy` file as a tensor.
 pub fn read_value(path: &Path, ty: Option<&TypeProto>) -> Result<Value, Error> {
     let bad = |message: String| Error::Run {
         path: path.to_path_buf(),
         message,
     };
-    if path.extension().and_then(|e| e.to_str()) == Some("npy") {
-        return Err(bad(
-            ".npy input files are not supported yet: convert to a TensorProto .pb".into(),
-        ));
+    if npy::is_npy_path(path) {
+        return Ok(Value::Tensor(npy::read_npy(path)?.tensor));
     }
     match ty.and_then(|t| t.value.as_ref()) {
         Some(type_proto::Value::SequenceType(_)) => {
@@ -222,3 +264,6 @@ fn stats(v: &Value) -> String {
     }
     s
 }
+
+/// NumPy `.npy` input files.
+pub mod npy;

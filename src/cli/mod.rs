@@ -99,7 +99,8 @@ fn parse_dim(s: &str) -> Result<(String, i64), String> {
 pub struct RunArgs {
     pub model: PathBuf,
     /// An input value: `NAME=FILE.pb` (TensorProto, SequenceProto or OptionalProto, as the
-    /// input's type requires). Repeatable.
+    /// input's type requires) or `NAME=FILE.npy` (a NumPy array of the input's element type).
+    /// Repeatable.
     #[arg(long = "input", value_name = "NAME=FILE", value_parser = parse_input)]
     pub inputs: Vec<(String, PathBuf)>,
     /// Fill the inputs not given with seeded random values.
