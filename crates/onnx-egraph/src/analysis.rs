@@ -35,12 +35,44 @@ impl Default for FoldOptions {
     }
 }
 
-/// A merge that found two different types: the rule (or lifting step) that caused it is
-/// reported by the saturation driver.
+/// Decoded constants up to this size stay cached for the next fold that reads them.
+const DECODE_CACHE_MAX_BYTES: usize = 64 * 1024;
+
+/// What made two e-classes merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeCause {
+    /// A rewrite rule's applier unioned them directly.
+    Rule(String),
+    /// Congruence closure (rebuild) after an iteration in which these rules changed the graph.
+    Congruence(Vec<String>),
+    /// Lifting or folding, outside any rule.
+    Lifting,
+}
+
+impl std::fmt::Display for MergeCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MergeCause::Rule(r) => write!(f, "rule '{r}'"),
+            MergeCause::Congruence(rules) => write!(
+                f,
+                "congruence closure after rules {}",
+                rules
+                    .iter()
+                    .map(|r| format!("'{r}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            MergeCause::Lifting => write!(f, "lifting"),
+        }
+    }
+}
+
+/// A merge that found two different types, and what caused it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TypeConflict {
     pub left: String,
     pub right: String,
+    pub cause: MergeCause,
 }
 
 /// The analysis state shared by all classes: the interned tables and folding settings.
@@ -54,6 +86,10 @@ pub struct OnnxAnalysis {
     decoded: Vec<Option<Arc<onnx_ref::Value>>>,
     /// Type conflicts found by merges since the last drain.
     pub conflicts: Vec<TypeConflict>,
+    /// The rule whose applier is running (set by the saturation driver), for attribution.
+    pub(crate) current_rule: Option<String>,
+    /// Rules that changed the e-graph in the current iteration (congruence attribution).
+    pub(crate) rules_this_iteration: Vec<String>,
     /// Fold attempts that failed in the kernel (op, message): not errors, the node stays.
     pub fold_failures: Vec<(String, String)>,
     /// Folds skipped because the result was over budget.
@@ -100,10 +136,14 @@ impl OnnxAnalysis {
         if let Some(v) = &self.decoded[i] {
             return Ok(v.clone());
         }
-        let t =
-            onnx_ref::Tensor::from_proto(&self.consts.get(id).tensor).map_err(|e| e.to_string())?;
+        let entry = self.consts.get(id);
+        let t = onnx_ref::Tensor::from_proto(&entry.tensor).map_err(|e| e.to_string())?;
         let v = Arc::new(onnx_ref::Value::Tensor(t));
-        self.decoded[i] = Some(v.clone());
+        // Small constants (shapes, axes, scalars) are read again and again; large ones are
+        // decoded per use so that a weight folding reads once is not kept twice in memory.
+        if entry.bytes <= DECODE_CACHE_MAX_BYTES {
+            self.decoded[i] = Some(v.clone());
+        }
         Ok(v)
     }
 
@@ -171,9 +211,17 @@ impl Analysis<ONode> for OnnxAnalysis {
             (Some(_), None) => changed_b = true,
             (Some(ta), Some(tb)) => {
                 if !crate::types::compatible(ta, &tb) {
+                    let cause = match &self.current_rule {
+                        Some(r) => MergeCause::Rule(r.clone()),
+                        None if !self.rules_this_iteration.is_empty() => {
+                            MergeCause::Congruence(self.rules_this_iteration.clone())
+                        }
+                        None => MergeCause::Lifting,
+                    };
                     self.conflicts.push(TypeConflict {
                         left: crate::types::describe(ta),
                         right: crate::types::describe(&tb),
+                        cause,
                     });
                 } else if crate::types::more_specific(&tb, ta) {
                     a.ty = Some(tb);

@@ -48,6 +48,11 @@ pub(crate) fn analyze_op(egraph: &mut OnnxEGraph, op: OpId, children: &[Id]) -> 
         && !has_graph
         && !NEVER_FOLD.contains(&info.op_type.as_str());
     let inferred = infer_op(egraph, &info, &attribute, &children[n_attrs..]);
+    if foldable && inferred.constant.is_none() {
+        if let Some(data) = fold_view(egraph, &info, &inferred, &children[n_attrs..]) {
+            return data;
+        }
+    }
     if foldable
         && inferred.constant.is_none()
         && within_budget(egraph, &info, &inferred, &children[n_attrs..])
@@ -57,6 +62,61 @@ pub(crate) fn analyze_op(egraph: &mut OnnxEGraph, op: OpId, children: &[Id]) -> 
         }
     }
     inferred
+}
+
+/// Ops whose output holds the bytes of their first input unchanged, only with other dims.
+const VIEW_OPS: &[&str] = &["Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"];
+
+/// Folds a view op of a constant without decoding it: Identity is its input's constant, and a
+/// reshaping op of a `raw_data` tensor is a tensor sharing those bytes under the inferred
+/// static shape. No copy of the data is made, whatever its size.
+fn fold_view(
+    egraph: &mut OnnxEGraph,
+    info: &OpInfo,
+    inferred: &ClassData,
+    inputs: &[Id],
+) -> Option<ClassData> {
+    if !info.domain.is_empty() || !VIEW_OPS.contains(&info.op_type.as_str()) || info.is_tuple {
+        return None;
+    }
+    let k = egraph[*inputs.first()?].data.constant?;
+    if info.op_type == "Identity" {
+        return Some(ClassData {
+            constant: Some(k),
+            ty: Some(crate::types::tensor_type_of(
+                &egraph.analysis.consts.get(k).tensor,
+            )),
+            ..Default::default()
+        });
+    }
+    let ty = inferred.ty.as_ref()?;
+    let dims: Vec<i64> = onnx_schema::infer::shape_of(ty)?
+        .iter()
+        .map(|d| d.known())
+        .collect::<Option<_>>()?;
+    let source = egraph.analysis.consts.get(k).tensor.clone();
+    let raw = source.raw_data.clone()?;
+    let external =
+        source.data_location == Some(onnx_proto::tensor_proto::DataLocation::External as i32);
+    let count: i64 = dims.iter().product();
+    let source_count: i64 = source.dims.iter().product();
+    if external || source.segment.is_some() || count != source_count {
+        return None;
+    }
+    let tensor = onnx_proto::TensorProto {
+        dims,
+        data_type: source.data_type,
+        raw_data: Some(raw),
+        ..Default::default()
+    };
+    let c = egraph.analysis.consts.intern(tensor);
+    Some(ClassData {
+        constant: Some(c),
+        ty: Some(crate::types::tensor_type_of(
+            &egraph.analysis.consts.get(c).tensor,
+        )),
+        ..Default::default()
+    })
 }
 
 /// False when inference already shows the result is over the folding budget (so a huge
@@ -184,6 +244,13 @@ fn fold_op(
 ) -> Option<ClassData> {
     let mut data = ClassData::default();
     let inputs = &children[..info.n_inputs];
+    // Every present input must be constant before any is decoded.
+    if inputs
+        .iter()
+        .any(|&c| egraph[c].data.constant.is_none() && !is_none(egraph, c))
+    {
+        return None;
+    }
     let mut values = Vec::with_capacity(inputs.len());
     let mut input_names = Vec::with_capacity(inputs.len());
     let mut input_bytes = 0usize;

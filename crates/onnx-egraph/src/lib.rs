@@ -20,7 +20,7 @@ pub mod saturate;
 pub mod tables;
 pub mod types;
 
-pub use analysis::{ClassData, FoldOptions, OnnxAnalysis, OnnxEGraph};
+pub use analysis::{ClassData, FoldOptions, MergeCause, OnnxAnalysis, OnnxEGraph, TypeConflict};
 pub use extract::{extract_dag, AtOpset, CostModel, Latency, NodeCount, Selection};
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use pipeline::{optimize_model, CostKind, GraphReport, OptimizeOptions, OptimizeReport};
@@ -39,9 +39,10 @@ pub enum EGraphError {
     Ir(String),
     #[error("extraction found no finite-cost graph (every candidate was forbidden or cyclic)")]
     NoExtraction,
-    #[error("phase '{phase}': a rewrite merged values of different types ({left} vs {right}): the rule is unsound")]
+    #[error("phase '{phase}': {cause} merged values of different types ({left} vs {right}): the rule is unsound")]
     UnsoundMerge {
         phase: String,
+        cause: String,
         left: String,
         right: String,
     },

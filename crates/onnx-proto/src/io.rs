@@ -10,6 +10,7 @@ use prost::Message;
 use crate::error::{io_err, Error, Result};
 use crate::external::{self, ExternalDataOptions};
 use crate::onnx::ModelProto;
+use crate::stream::encode_streaming;
 
 /// Protobuf's hard limit on one serialized message (2 GiB).
 pub const PROTOBUF_LIMIT: u64 = (1 << 31) - 1;
@@ -129,8 +130,7 @@ pub fn write_atomic(
 
 /// Encodes any message to a file atomically.
 pub fn encode_to_file<M: Message>(message: &M, path: impl AsRef<Path>) -> Result<()> {
-    let buf = message.encode_to_vec();
-    write_atomic(path, |w| w.write_all(&buf))
+    write_atomic(path, |w| encode_streaming(message, w).map(|_| ()))
 }
 
 /// How [`save_model`] writes tensor data.
@@ -173,8 +173,7 @@ pub fn save_model(
     };
     let carry_external = has_external && !same_dir;
     if ext.is_none() && !carry_external && (model.encoded_len() as u64) <= limit {
-        let buf = model.encode_to_vec();
-        return write_atomic(path, |w| w.write_all(&buf));
+        return encode_to_file(model, path);
     }
     let mut model = model.clone();
     if carry_external {
@@ -205,8 +204,7 @@ pub fn save_model(
             size,
         });
     }
-    let buf = model.encode_to_vec();
-    write_atomic(path, |w| w.write_all(&buf))
+    encode_to_file(&model, path)
 }
 
 fn same_directory(a: &Path, b: &Path) -> bool {

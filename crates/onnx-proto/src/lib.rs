@@ -7,6 +7,7 @@
 mod error;
 mod external;
 mod io;
+mod stream;
 
 pub use error::{Error, Result};
 pub use external::{
@@ -26,3 +27,4 @@ pub mod onnx {
 
 pub use onnx::*;
 pub use prost::Message;
+pub use stream::encode_streaming;

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result, SchemaId};
 use crate::registry::{OpsetRange, ReleaseVersions, SchemaRegistry};
 use crate::schema::{
-    AttributeSchema, ContextDependentFunction, FormalParameter, FunctionInstance, NodeDeterminism,
+    AttributeSchema, ContextDependentFunction, EncodedInstance, FormalParameter, NodeDeterminism,
     OpSchema, ParamOption, SupportLevel, TypeConstraint,
 };
 
@@ -221,6 +221,31 @@ impl Ctx {
         })
     }
 
+    /// The base64-decoded bytes of a message, checked to decode as `M` (then dropped: the
+    /// registry keeps bytes and decodes on use).
+    fn checked<M: Message + Default>(
+        &self,
+        field: impl Into<String>,
+        message: &'static str,
+        b64: &str,
+    ) -> Result<Vec<u8>> {
+        let field = field.into();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|source| Error::Base64 {
+                schema: self.id.clone(),
+                field: field.clone(),
+                source,
+            })?;
+        M::decode(bytes.as_slice()).map_err(|source| Error::Decode {
+            schema: self.id.clone(),
+            field,
+            message,
+            source,
+        })?;
+        Ok(bytes)
+    }
+
     /// Checks that versions are strictly increasing.
     fn ascending(&self, field: &str, versions: impl Iterator<Item = i64>) -> Result<()> {
         let mut previous = None;
@@ -286,7 +311,7 @@ fn convert_schema(s: SchemaJson) -> Result<OpSchema> {
             let field = format!("function_bodies[{v}]");
             Ok((
                 v,
-                ctx.decode::<FunctionProto>(field, "FunctionProto", &f.body)?,
+                ctx.checked::<FunctionProto>(field, "FunctionProto", &f.body)?,
             ))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -367,7 +392,7 @@ fn convert_attribute(ctx: &Ctx, a: AttributeJson) -> Result<AttributeSchema> {
 fn convert_context_function(ctx: &Ctx, f: ContextFunctionJson) -> Result<ContextDependentFunction> {
     let opset_version =
         ctx.version("context_dependent_functions.opset_version", f.opset_version)?;
-    let instances = f
+    let encoded = f
         .instances
         .into_iter()
         .map(|i| {
@@ -379,7 +404,7 @@ fn convert_context_function(ctx: &Ctx, f: ContextFunctionJson) -> Result<Context
                 .map(|(n, t)| {
                     t.as_deref()
                         .map(|b64| {
-                            ctx.decode::<TypeProto>(
+                            ctx.checked::<TypeProto>(
                                 format!("{field}.input_types[{n}]"),
                                 "TypeProto",
                                 b64,
@@ -388,9 +413,9 @@ fn convert_context_function(ctx: &Ctx, f: ContextFunctionJson) -> Result<Context
                         .transpose()
                 })
                 .collect::<Result<Vec<_>>>()?;
-            Ok(FunctionInstance {
-                node: ctx.decode::<NodeProto>(format!("{field}.node"), "NodeProto", &i.node)?,
-                body: ctx.decode::<FunctionProto>(
+            Ok(EncodedInstance {
+                node: ctx.checked::<NodeProto>(format!("{field}.node"), "NodeProto", &i.node)?,
+                body: ctx.checked::<FunctionProto>(
                     format!("{field}.body"),
                     "FunctionProto",
                     &i.body,
@@ -402,6 +427,7 @@ fn convert_context_function(ctx: &Ctx, f: ContextFunctionJson) -> Result<Context
         .collect::<Result<Vec<_>>>()?;
     Ok(ContextDependentFunction {
         opset_version,
-        instances,
+        encoded,
+        decoded: std::sync::OnceLock::new(),
     })
 }

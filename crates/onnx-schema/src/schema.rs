@@ -3,7 +3,9 @@
 //! instances. All of it is read-only data from onnx's registry.
 
 use onnx_proto::attribute_proto::AttributeType;
-use onnx_proto::{AttributeProto, FunctionProto, NodeProto, TypeProto};
+use std::sync::OnceLock;
+
+use onnx_proto::{AttributeProto, FunctionProto, Message, NodeProto, TypeProto};
 
 use crate::error::SchemaId;
 
@@ -98,11 +100,48 @@ pub struct FunctionInstance {
     pub body: FunctionProto,
 }
 
-/// Every instance of a context-dependent function for one function opset version.
+/// Every instance of a context-dependent function for one function opset version. The
+/// instances are kept encoded (checked when the table is parsed) and decoded on first use, so
+/// the registry stays small: few programs ever read them.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ContextDependentFunction {
     pub(crate) opset_version: i64,
-    pub(crate) instances: Vec<FunctionInstance>,
+    pub(crate) encoded: Vec<EncodedInstance>,
+    pub(crate) decoded: OnceLock<Vec<FunctionInstance>>,
+}
+
+/// A [`FunctionInstance`] as protobuf bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EncodedInstance {
+    pub(crate) label: String,
+    pub(crate) node: Vec<u8>,
+    pub(crate) input_types: Vec<Option<Vec<u8>>>,
+    pub(crate) body: Vec<u8>,
+}
+
+impl ContextDependentFunction {
+    /// The decoded instances. The bytes were decoded once when the table was parsed, so an
+    /// instance that fails now cannot happen; it would be left out rather than panic.
+    fn instances(&self) -> &[FunctionInstance] {
+        self.decoded.get_or_init(|| {
+            self.encoded
+                .iter()
+                .filter_map(|e| {
+                    let input_types = e
+                        .input_types
+                        .iter()
+                        .map(|t| t.as_deref().map(TypeProto::decode).transpose().ok())
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(FunctionInstance {
+                        label: e.label.clone(),
+                        node: NodeProto::decode(e.node.as_slice()).ok()?,
+                        input_types,
+                        body: FunctionProto::decode(e.body.as_slice()).ok()?,
+                    })
+                })
+                .collect()
+        })
+    }
 }
 
 /// One version of one operator schema: what `onnx.defs.get_schema(name, version, domain)` returns.
@@ -162,8 +201,8 @@ pub struct OpSchema {
     pub has_data_propagation: bool,
     pub(crate) has_function: bool,
     pub(crate) has_context_dependent_function: bool,
-    /// (function opset version, body), sorted by version.
-    pub(crate) function_bodies: Vec<(i64, FunctionProto)>,
+    /// (function opset version, encoded body), sorted by version; decoded on request.
+    pub(crate) function_bodies: Vec<(i64, Vec<u8>)>,
     /// Sorted by opset version.
     pub(crate) context_dependent_functions: Vec<ContextDependentFunction>,
 }
@@ -246,7 +285,8 @@ impl OpSchema {
             .function_bodies
             .partition_point(|(v, _)| *v <= opset_version);
         let (_, body) = self.function_bodies.get(idx.checked_sub(1)?)?;
-        Some(body.clone())
+        // Checked when the table was parsed.
+        FunctionProto::decode(body.as_slice()).ok()
     }
 
     /// The function opset versions of the context-dependent function, ascending.
@@ -264,7 +304,7 @@ impl OpSchema {
             .partition_point(|f| f.opset_version <= opset_version);
         idx.checked_sub(1)
             .and_then(|i| self.context_dependent_functions.get(i))
-            .map_or(&[], |f| f.instances.as_slice())
+            .map_or(&[], |f| f.instances())
     }
 
     /// The context-dependent function instance with the given `label` ("all_inputs",
