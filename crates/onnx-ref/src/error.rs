@@ -68,6 +68,17 @@ pub enum RefError {
     /// The graph itself is malformed (cycle, undefined value, missing opset import...).
     #[error("graph '{graph}': {reason}")]
     Graph { graph: String, reason: String },
+    /// An error inside a subgraph or function body, with the node that owns it: displays as
+    /// "node 3 'loop' (Loop) > body node 2 'add' (Add): reason".
+    #[error("{node} > {part} {inner}")]
+    Nested {
+        /// The node whose subgraph or function body failed (boxed to keep the error small).
+        node: Box<NodeRef>,
+        /// Which part of it: "body", "then_branch", "function local::F", ...
+        part: String,
+        /// The error inside.
+        inner: Box<RefError>,
+    },
     /// A value has a type the operation cannot take.
     #[error("{context}: unsupported data type {dtype}")]
     UnsupportedDType { context: String, dtype: DType },
@@ -78,6 +89,15 @@ impl RefError {
     pub fn op(reason: impl Into<String>) -> Self {
         RefError::Op {
             reason: reason.into(),
+        }
+    }
+
+    /// Wraps an error from inside `part` (a subgraph attribute or a function body) of `node`.
+    pub fn nested(node: &NodeRef, part: impl Into<String>, inner: RefError) -> Self {
+        RefError::Nested {
+            node: Box::new(node.clone()),
+            part: part.into(),
+            inner: Box::new(inner),
         }
     }
 

@@ -1,7 +1,9 @@
 //! onnx-ref: the reference interpreter of onnx-opt, the oracle every optimization is checked
 //! against. It runs models directly on the protobuf types (`onnx_proto::ModelProto`) so that it
 //! stays independent of the optimizer's IR, with kernels registered by (domain, op, opset
-//! version range) and shared with constant folding through [`eval_node`].
+//! version range) and shared with constant folding through [`eval_node`]. Control flow (If,
+//! Loop, Scan, SequenceMap) runs subgraphs planned once with their graph; an op without a
+//! kernel runs through its function body (model-local functions, or the schema's body).
 //!
 //! Entry points: [`Session`] (plan a model once, run it many times), [`eval_node`] (one node),
 //! [`random_inputs`] (seeded inputs for differential testing), and the value types [`Tensor`]

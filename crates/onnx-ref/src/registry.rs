@@ -1,6 +1,6 @@
 //! The kernel registry: kernels keyed by (domain, op_type) and an opset version range, the
-//! `KernelCtx` a kernel reads its node's attributes through, and `eval_node`, the one entry
-//! point that both the executor and constant folding use to run a single node.
+//! `KernelCtx` a kernel reads its node's attributes through, and `eval_node`, the entry point
+//! constant folding uses to run a single node (kernels, control flow, function bodies).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 use onnx_proto::{AttributeProto, GraphProto, NodeProto};
 
 use crate::error::{NodeRef, RefError, Result};
+use crate::function::LocalFunctions;
+use crate::session::{plan_node, Frame, Opsets, PlanCtx};
 use crate::tensor::Tensor;
 use crate::value::Value;
 
@@ -273,7 +275,11 @@ impl<'a> KernelCtx<'a> {
 
 /// Runs one node with the built-in kernels, as constant folding does. `opset_version` is the
 /// model's opset import for the node's domain; `inputs` follow `node.input` (`None` for an
-/// absent optional input). Returns one value per output the kernel computed.
+/// absent optional input). Returns one value per output the node computed.
+///
+/// A node without a kernel still runs when it is control flow (If, Loop, Scan, SequenceMap)
+/// whose subgraphs read no outer-scope value, or an op with a context-independent function
+/// body in its schema; a subgraph that reads an outer value is an error naming the values.
 pub fn eval_node(
     node: &NodeProto,
     opset_version: i64,
@@ -285,19 +291,12 @@ pub fn eval_node(
         index: None,
         opset: opset_version,
     };
-    let kernel = lookup_kernel(builtin_registry(), &ctx)?;
-    run_kernel(kernel, &ctx, &refs)
-}
-
-/// The kernel for a node, or `MissingKernel`.
-pub(crate) fn lookup_kernel(registry: &KernelRegistry, ctx: &KernelCtx) -> Result<KernelFn> {
-    let domain = ctx.node.domain.as_deref().unwrap_or("");
-    registry
-        .lookup(domain, ctx.op(), ctx.opset)
-        .ok_or_else(|| RefError::MissingKernel {
-            node: ctx.node_ref(),
-            version: ctx.opset,
-        })
+    let registry = builtin_registry();
+    let domain = node.domain.as_deref().unwrap_or("");
+    match registry.lookup(domain, ctx.op(), opset_version) {
+        Some(kernel) => run_kernel(kernel, &ctx, &refs),
+        None => eval_planned_node(node, opset_version, &refs, registry),
+    }
 }
 
 /// Calls a kernel, attaching the node to context-free errors and checking the output count.
@@ -318,4 +317,36 @@ pub(crate) fn run_kernel(
         )));
     }
     Ok(outputs)
+}
+
+/// Evaluates one node outside any graph, as `eval_node` does for a node without a kernel:
+/// control flow whose subgraphs read no outer value, or a function-expanded op.
+fn eval_planned_node(
+    node: &NodeProto,
+    opset_version: i64,
+    inputs: &[Option<&Value>],
+    registry: &KernelRegistry,
+) -> Result<Vec<Value>> {
+    let domain = normalize_domain(node.domain.as_deref().unwrap_or("")).to_string();
+    let ctx = KernelCtx {
+        node,
+        index: None,
+        opset: opset_version,
+    };
+    let outer = crate::control::subgraph_reads(node);
+    if !outer.is_empty() {
+        return Err(ctx.err(format!(
+            "a subgraph reads outer-scope values {outer:?}; evaluate it inside a Session"
+        )));
+    }
+    let functions = LocalFunctions::new();
+    let plan_ctx = PlanCtx {
+        registry,
+        opsets: Opsets::from([(domain, opset_version)]),
+        functions: &functions,
+        call_stack: Vec::new(),
+        depth: 0,
+    };
+    let (_, kind) = plan_node(node, None, &plan_ctx, &|_| false, &|_| None)?;
+    kind.run(&ctx, inputs, &Frame::empty())
 }

@@ -1,17 +1,22 @@
 //! The executor: a `Session` plans a model once (kernel lookup, topological order, value slots,
-//! last uses, initializers decoded) and then runs it on inputs, freeing each intermediate after
-//! its last use. Graphs are planned against a parent scope so that subgraphs (If/Loop/Scan
-//! bodies) can read outer values through a `Scope` chain.
+//! last uses, initializers decoded, subgraphs and function bodies planned recursively) and then
+//! runs it on inputs, freeing each intermediate after its last use.
+//!
+//! A step is a kernel, a control-flow node with its planned subgraphs (`crate::control`), or an
+//! op expanded into its function body (`crate::function`). A subgraph reads outer-scope values
+//! through captures resolved at planning time to slots of the enclosing graph (`Src`), so a loop
+//! body that runs many times never looks names up.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use onnx_proto::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 
+use crate::control::{self, subgraph_reads, ControlPlan};
 use crate::dtype::DType;
-use crate::error::{RefError, Result};
+use crate::error::{NodeRef, RefError, Result};
+use crate::function::{self, local_functions, FunctionKey, FunctionPlan, LocalFunctions};
 use crate::registry::{
-    builtin_registry, lookup_kernel, normalize_domain, run_kernel, KernelCtx, KernelFn,
-    KernelRegistry,
+    builtin_registry, normalize_domain, run_kernel, KernelCtx, KernelFn, KernelRegistry,
 };
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -29,7 +34,9 @@ pub fn model_opsets(model: &ModelProto) -> Opsets {
     out
 }
 
-/// Values visible to a graph from its enclosing graphs, innermost first.
+/// Values visible to a graph from its enclosing graphs, innermost first. (The executor resolves
+/// outer-scope names to slots at planning time; this type remains for callers that keep their
+/// own name-to-value environments.)
 #[derive(Debug, Clone, Copy)]
 pub struct Scope<'a> {
     values: &'a BTreeMap<String, Value>,
@@ -86,15 +93,107 @@ pub fn declared_type(vi: &ValueInfoProto) -> DeclaredType {
     }
 }
 
-type Slot = usize;
+/// Index of a value in its graph's own value table.
+pub(crate) type Slot = usize;
+
+/// Where a step reads a value: a slot of its own graph, or the i-th value its graph captures
+/// from the enclosing graph (resolved once at planning, never by name at run time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Src {
+    Local(Slot),
+    Outer(usize),
+}
+
+/// The values a running graph can read: its own slots and the values it captured.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Frame<'v> {
+    values: &'v [Option<Value>],
+    outer: &'v [&'v Value],
+}
+
+impl<'v> Frame<'v> {
+    /// A frame with no values (a lone node evaluated by `eval_node`).
+    pub(crate) fn empty() -> Frame<'static> {
+        Frame {
+            values: &[],
+            outer: &[],
+        }
+    }
+
+    /// The value at `src`, when it has been computed.
+    pub(crate) fn get(&self, src: Src) -> Option<&'v Value> {
+        match src {
+            Src::Local(s) => self.values.get(s).and_then(Option::as_ref),
+            Src::Outer(i) => self.outer.get(i).copied(),
+        }
+    }
+}
+
+/// Deepest nesting of subgraphs and function calls the planner accepts.
+pub(crate) const MAX_NESTING: usize = 64;
+
+/// What planning a graph needs besides the graph: kernels, opsets, model-local functions, and
+/// the chain of function expansions in progress (to refuse recursion).
+#[derive(Debug, Clone)]
+pub(crate) struct PlanCtx<'a> {
+    pub(crate) registry: &'a KernelRegistry,
+    pub(crate) opsets: Opsets,
+    pub(crate) functions: &'a LocalFunctions,
+    pub(crate) call_stack: Vec<FunctionKey>,
+    pub(crate) depth: usize,
+}
+
+impl PlanCtx<'_> {
+    /// The context for a subgraph or function body one level down, or an error when nesting
+    /// is too deep.
+    pub(crate) fn descend(&self, node: &NodeRef) -> Result<Self> {
+        if self.depth >= MAX_NESTING {
+            return Err(RefError::Kernel {
+                node: node.clone(),
+                reason: format!("subgraphs and function calls nest deeper than {MAX_NESTING}"),
+            });
+        }
+        let mut child = self.clone();
+        child.depth += 1;
+        Ok(child)
+    }
+}
+
+/// How a step computes its outputs.
+#[derive(Debug)]
+pub(crate) enum StepKind {
+    /// A registered kernel.
+    Kernel(KernelFn),
+    /// A control-flow node with its planned subgraphs.
+    Control(Box<ControlPlan>),
+    /// An op expanded into its function body.
+    Function(Box<FunctionPlan>),
+}
+
+impl StepKind {
+    /// Runs the step on its inputs; `frame` is the enclosing graph's values, which subgraphs
+    /// capture from.
+    pub(crate) fn run(
+        &self,
+        ctx: &KernelCtx,
+        inputs: &[Option<&Value>],
+        frame: &Frame,
+    ) -> Result<Vec<Value>> {
+        match self {
+            StepKind::Kernel(kernel) => run_kernel(*kernel, ctx, inputs),
+            StepKind::Control(plan) => plan.run(ctx, inputs, frame),
+            StepKind::Function(plan) => plan.run(ctx, inputs),
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Step {
     node_index: usize,
     node: NodeProto,
     opset: i64,
-    kernel: KernelFn,
-    inputs: Vec<Option<Slot>>,
+    kind: StepKind,
+    inputs: Vec<Option<Src>>,
     outputs: Vec<Option<Slot>>,
     /// Slots whose last use is this step.
     free: Vec<Slot>,
@@ -114,64 +213,112 @@ struct GraphInput {
 pub(crate) struct GraphPlan {
     name: String,
     inputs: Vec<GraphInput>,
-    outputs: Vec<(String, Slot)>,
+    outputs: Vec<(String, Src)>,
+    /// Declared types of the outputs (used for zero-iteration loops and empty sequences).
+    output_types: Vec<DeclaredType>,
     initializers: Vec<(Slot, Value)>,
-    /// Values read from the enclosing scope.
-    outer: Vec<(Slot, String)>,
+    /// Names captured from the enclosing scope; `Src::Outer(i)` is `outer_names[i]`.
+    outer_names: Vec<String>,
     steps: Vec<Step>,
     slot_count: usize,
 }
 
-/// Names a graph reads from its enclosing scope (used by nodes with subgraphs, recursively).
-fn free_names(graph: &GraphProto) -> BTreeSet<String> {
-    let mut defined: BTreeSet<&str> = BTreeSet::new();
-    for i in &graph.input {
-        defined.insert(i.name.as_deref().unwrap_or(""));
-    }
-    for t in &graph.initializer {
-        defined.insert(t.name.as_deref().unwrap_or(""));
-    }
-    for n in &graph.node {
-        for o in &n.output {
-            defined.insert(o);
-        }
-    }
-    let mut free = BTreeSet::new();
-    for n in &graph.node {
-        for i in n.input.iter().chain(subgraph_reads(n).iter()) {
-            if !i.is_empty() && !defined.contains(i.as_str()) {
-                free.insert(i.clone());
-            }
-        }
-    }
-    free
+/// A subgraph planned inside its owner: the plan and, for each name it captures, where that
+/// value lives in the owner's frame.
+#[derive(Debug)]
+pub(crate) struct SubPlan {
+    pub(crate) plan: GraphPlan,
+    captures: Vec<Src>,
 }
 
-/// Outer names read by a node's subgraph attributes.
-fn subgraph_reads(node: &NodeProto) -> Vec<String> {
-    let mut out = BTreeSet::new();
-    for a in &node.attribute {
-        for g in a.g.iter().chain(a.graphs.iter()) {
-            out.extend(free_names(g));
-        }
+impl SubPlan {
+    /// The captured values, read from the owner's frame once per run of the owning node.
+    pub(crate) fn bind<'v>(&self, frame: &Frame<'v>) -> Result<Vec<&'v Value>> {
+        self.captures
+            .iter()
+            .zip(&self.plan.outer_names)
+            .map(|(src, name)| {
+                frame.get(*src).ok_or_else(|| {
+                    graph_err(
+                        &self.plan.name,
+                        format!("outer-scope value '{name}' has no value"),
+                    )
+                })
+            })
+            .collect()
     }
-    out.into_iter().collect()
 }
 
-fn graph_err(graph: &str, reason: impl Into<String>) -> RefError {
+pub(crate) fn graph_err(graph: &str, reason: impl Into<String>) -> RefError {
     RefError::Graph {
         graph: graph.to_string(),
         reason: reason.into(),
     }
 }
 
+/// Decides how a node runs: a registered kernel wins, then control flow, then a function body
+/// (model-local or from the schema); otherwise `MissingKernel`. `outer_visible` says which
+/// names the node's subgraphs may capture and `resolve` where they live.
+pub(crate) fn plan_node(
+    node: &NodeProto,
+    index: Option<usize>,
+    ctx: &PlanCtx,
+    outer_visible: &dyn Fn(&str) -> bool,
+    resolve: &dyn Fn(&str) -> Option<Src>,
+) -> Result<(i64, StepKind)> {
+    let domain = normalize_domain(node.domain.as_deref().unwrap_or(""));
+    let kctx_of = |opset| KernelCtx { node, index, opset };
+    let Some(&opset) = ctx.opsets.get(domain) else {
+        return Err(kctx_of(0).err(format!(
+            "domain '{domain}' is not imported by the model or function"
+        )));
+    };
+    let kctx = kctx_of(opset);
+    if let Some(kernel) = ctx.registry.lookup(domain, kctx.op(), opset) {
+        return Ok((opset, StepKind::Kernel(kernel)));
+    }
+    if control::is_control_op(domain, kctx.op()) {
+        let node_ref = kctx.node_ref();
+        let mut build_sub = |part: &str, graph: &GraphProto| -> Result<SubPlan> {
+            let child = ctx.descend(&node_ref)?;
+            let plan = GraphPlan::build(graph, &child, outer_visible)
+                .map_err(|e| RefError::nested(&node_ref, part, e))?;
+            let captures = plan
+                .outer_names
+                .iter()
+                .map(|name| {
+                    resolve(name).ok_or_else(|| {
+                        RefError::nested(
+                            &node_ref,
+                            part,
+                            graph_err(
+                                &plan.name,
+                                format!("outer-scope value '{name}' is not defined"),
+                            ),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(SubPlan { plan, captures })
+        };
+        let plan = control::plan_control(&kctx, &mut build_sub)?;
+        return Ok((opset, StepKind::Control(Box::new(plan))));
+    }
+    if let Some(plan) = function::plan_function(&kctx, ctx)? {
+        return Ok((opset, StepKind::Function(Box::new(plan))));
+    }
+    Err(RefError::MissingKernel {
+        node: kctx.node_ref(),
+        version: opset,
+    })
+}
+
 impl GraphPlan {
-    /// Plans `graph`. `outer_names` says which names the enclosing scope provides.
+    /// Plans `graph`. `outer_visible` says which names the enclosing scopes provide.
     pub(crate) fn build(
         graph: &GraphProto,
-        opsets: &Opsets,
-        registry: &KernelRegistry,
-        outer_names: &dyn Fn(&str) -> bool,
+        ctx: &PlanCtx,
+        outer_visible: &dyn Fn(&str) -> bool,
     ) -> Result<GraphPlan> {
         let gname = graph.name.clone().unwrap_or_default();
         let mut slots: BTreeMap<String, Slot> = BTreeMap::new();
@@ -179,6 +326,8 @@ impl GraphPlan {
             let next = slots.len();
             *slots.entry(name.to_string()).or_insert(next)
         };
+        let mut outer_index: BTreeMap<String, usize> = BTreeMap::new();
+        let mut outer_names: Vec<String> = Vec::new();
 
         let mut initializers = Vec::new();
         let mut init_names = BTreeSet::new();
@@ -233,7 +382,12 @@ impl GraphPlan {
                     .collect()
             })
             .collect();
-        let mut outer = Vec::new();
+        let mut capture = |name: &str| {
+            if !outer_index.contains_key(name) {
+                outer_index.insert(name.to_string(), outer_names.len());
+                outer_names.push(name.to_string());
+            }
+        };
         let mut indegree = vec![0usize; graph.node.len()];
         let mut users: Vec<Vec<usize>> = vec![Vec::new(); graph.node.len()];
         for (i, names) in reads.iter().enumerate() {
@@ -244,11 +398,8 @@ impl GraphPlan {
                         users[p].push(i);
                     }
                 } else if !graph_defined(name) {
-                    if outer_names(name) {
-                        if !slots.contains_key(name) {
-                            let slot = intern(name, &mut slots);
-                            outer.push((slot, name.clone()));
-                        }
+                    if outer_visible(name) {
+                        capture(name);
                     } else {
                         let n = &graph.node[i];
                         return Err(graph_err(
@@ -261,6 +412,12 @@ impl GraphPlan {
                         ));
                     }
                 }
+            }
+        }
+        for o in &graph.output {
+            let name = o.name.as_deref().unwrap_or("");
+            if !producer.contains_key(name) && !graph_defined(name) && outer_visible(name) {
+                capture(name);
             }
         }
         let mut ready: BTreeSet<usize> = (0..graph.node.len())
@@ -287,32 +444,37 @@ impl GraphPlan {
             ));
         }
 
-        // Steps, with kernels resolved up front.
+        // What this graph's subgraphs may capture: everything it defines, and what it may
+        // capture itself.
+        let mut defined_here: BTreeSet<&str> = graph
+            .input
+            .iter()
+            .map(|i| i.name.as_deref().unwrap_or(""))
+            .collect();
+        defined_here.extend(init_names.iter().map(String::as_str));
+        defined_here.extend(producer.keys().copied());
+        let sub_visible = |name: &str| defined_here.contains(name) || outer_visible(name);
+
+        // Steps, with kernels, subgraphs and function bodies planned up front.
         let mut steps = Vec::with_capacity(order.len());
         for &i in &order {
             let node = &graph.node[i];
-            let domain = normalize_domain(node.domain.as_deref().unwrap_or(""));
-            let opset = *opsets.get(domain).ok_or_else(|| {
-                graph_err(
-                    &gname,
-                    format!(
-                        "node {i} '{}' ({}) uses domain '{domain}', which the model does not import",
-                        node.name.as_deref().unwrap_or(""),
-                        node.op_type.as_deref().unwrap_or("")
-                    ),
-                )
-            })?;
-            let ctx = KernelCtx {
-                node,
-                index: Some(i),
-                opset,
+            let resolve = |name: &str| {
+                slots
+                    .get(name)
+                    .map(|&s| Src::Local(s))
+                    .or_else(|| outer_index.get(name).map(|&k| Src::Outer(k)))
             };
-            let kernel = lookup_kernel(registry, &ctx)?;
-            let ins = node
+            let (opset, kind) = plan_node(node, Some(i), ctx, &sub_visible, &resolve)?;
+            let resolved: Vec<Option<Option<Src>>> = node
                 .input
                 .iter()
-                .map(|n| (!n.is_empty()).then(|| intern(n, &mut slots)))
+                .map(|n| (!n.is_empty()).then(|| resolve(n)))
                 .collect();
+            let mut ins = Vec::with_capacity(node.input.len());
+            for (n, r) in node.input.iter().zip(resolved) {
+                ins.push(r.map(|src| src.unwrap_or_else(|| Src::Local(intern(n, &mut slots)))));
+            }
             let outs = node
                 .output
                 .iter()
@@ -322,7 +484,7 @@ impl GraphPlan {
                 node_index: i,
                 node: node.clone(),
                 opset,
-                kernel,
+                kind,
                 inputs: ins,
                 outputs: outs,
                 free: Vec::new(),
@@ -331,19 +493,32 @@ impl GraphPlan {
         let mut outputs = Vec::new();
         for o in &graph.output {
             let name = o.name.clone().unwrap_or_default();
-            let slot = *slots.get(&name).ok_or_else(|| {
-                graph_err(&gname, format!("graph output '{name}' is never defined"))
-            })?;
-            outputs.push((name, slot));
+            let src = slots
+                .get(&name)
+                .map(|&s| Src::Local(s))
+                .or_else(|| outer_index.get(&name).map(|&k| Src::Outer(k)))
+                .ok_or_else(|| {
+                    graph_err(&gname, format!("graph output '{name}' is never defined"))
+                })?;
+            outputs.push((name, src));
         }
+        let output_types = graph.output.iter().map(declared_type).collect();
 
         // Last uses: a slot is freed after the last step that reads it, unless it is a graph
         // output. Subgraph reads count as reads of the node that owns the subgraph.
-        let keep: BTreeSet<Slot> = outputs.iter().map(|(_, s)| *s).collect();
+        let keep: BTreeSet<Slot> = outputs
+            .iter()
+            .filter_map(|(_, s)| match s {
+                Src::Local(s) => Some(*s),
+                Src::Outer(_) => None,
+            })
+            .collect();
         let mut last_use: BTreeMap<Slot, usize> = BTreeMap::new();
         for (k, step) in steps.iter().enumerate() {
-            for s in step.inputs.iter().flatten() {
-                last_use.insert(*s, k);
+            for src in step.inputs.iter().flatten() {
+                if let Src::Local(s) = src {
+                    last_use.insert(*s, k);
+                }
             }
             for name in subgraph_reads(&step.node) {
                 if let Some(&s) = slots.get(&name) {
@@ -374,60 +549,80 @@ impl GraphPlan {
             name: gname,
             inputs,
             outputs,
+            output_types,
             initializers,
-            outer,
+            outer_names,
             steps,
             slot_count: slots.len(),
         })
     }
 
-    /// Runs the plan. `feeds` are the graph inputs by name; `parent` resolves outer names.
-    pub(crate) fn run(
-        &self,
-        feeds: Vec<(String, Value)>,
-        parent: Option<&Scope>,
-    ) -> Result<Vec<(String, Value)>> {
+    /// Number of graph inputs.
+    pub(crate) fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Number of graph outputs.
+    pub(crate) fn num_outputs(&self) -> usize {
+        self.outputs.len()
+    }
+
+    /// The declared type of output `i`.
+    pub(crate) fn output_type(&self, i: usize) -> Option<&DeclaredType> {
+        self.output_types.get(i)
+    }
+
+    /// Runs the plan. `inputs` follow the graph inputs (`None`: not fed, the initializer
+    /// default applies); `outer` are the captured values, in `outer_names` order. Returns the
+    /// graph outputs in order.
+    pub(crate) fn run(&self, inputs: Vec<Option<Value>>, outer: &[&Value]) -> Result<Vec<Value>> {
+        if inputs.len() > self.inputs.len() {
+            return Err(graph_err(
+                &self.name,
+                format!(
+                    "{} inputs given, the graph declares {}",
+                    inputs.len(),
+                    self.inputs.len()
+                ),
+            ));
+        }
+        if outer.len() != self.outer_names.len() {
+            return Err(graph_err(
+                &self.name,
+                format!(
+                    "{} outer-scope values bound, the graph captures {}",
+                    outer.len(),
+                    self.outer_names.len()
+                ),
+            ));
+        }
         let mut values: Vec<Option<Value>> = vec![None; self.slot_count];
         for (slot, v) in &self.initializers {
             values[*slot] = Some(v.clone());
         }
-        let mut fed = BTreeSet::new();
-        for (name, value) in feeds {
-            let input =
-                self.inputs
-                    .iter()
-                    .find(|i| i.name == name)
-                    .ok_or_else(|| RefError::Input {
-                        input: name.clone(),
-                        reason: format!("graph '{}' has no input of that name", self.name),
-                    })?;
-            check_input(&input.name, &input.declared, &value)?;
-            values[input.slot] = Some(value);
-            fed.insert(name);
-        }
+        let mut given = inputs.into_iter();
         for input in &self.inputs {
-            if !fed.contains(&input.name) && !input.has_default {
-                return Err(RefError::Input {
-                    input: input.name.clone(),
-                    reason: "no value was given".into(),
-                });
+            match given.next().flatten() {
+                Some(v) => values[input.slot] = Some(v),
+                None if input.has_default => {}
+                None => {
+                    return Err(RefError::Input {
+                        input: input.name.clone(),
+                        reason: format!("no value was given (graph '{}')", self.name),
+                    })
+                }
             }
-        }
-        for (slot, name) in &self.outer {
-            let v = parent.and_then(|p| p.lookup(name)).ok_or_else(|| {
-                graph_err(
-                    &self.name,
-                    format!("outer-scope value '{name}' is not available"),
-                )
-            })?;
-            values[*slot] = Some(v.clone());
         }
         for step in &self.steps {
             let outs = {
+                let frame = Frame {
+                    values: &values,
+                    outer,
+                };
                 let ins: Vec<Option<&Value>> = step
                     .inputs
                     .iter()
-                    .map(|s| s.and_then(|s| values[s].as_ref()))
+                    .map(|s| s.and_then(|s| frame.get(s)))
                     .collect();
                 let ctx = KernelCtx {
                     node: &step.node,
@@ -442,10 +637,10 @@ impl GraphPlan {
                 {
                     return Err(ctx.err(format!(
                         "input {missing} '{}' has no value",
-                        step.node.input[missing]
+                        step.node.input.get(missing).map_or("", String::as_str)
                     )));
                 }
-                run_kernel(step.kernel, &ctx, &ins)?
+                step.kind.run(&ctx, &ins, &frame)?
             };
             for (slot, v) in step.outputs.iter().zip(outs) {
                 if let Some(s) = slot {
@@ -457,14 +652,20 @@ impl GraphPlan {
             }
         }
         let mut out = Vec::with_capacity(self.outputs.len());
-        for (name, slot) in &self.outputs {
-            let v = values[*slot].clone().ok_or_else(|| {
+        for (k, (name, src)) in self.outputs.iter().enumerate() {
+            let used_later = self.outputs[k + 1..].iter().any(|(_, s)| s == src);
+            let v = match *src {
+                Src::Local(s) if !used_later => values[s].take(),
+                Src::Local(s) => values[s].clone(),
+                Src::Outer(i) => outer.get(i).map(|v| (*v).clone()),
+            };
+            let v = v.ok_or_else(|| {
                 graph_err(
                     &self.name,
                     format!("graph output '{name}' was not computed"),
                 )
             })?;
-            out.push((name.clone(), v));
+            out.push(v);
         }
         Ok(out)
     }
@@ -518,9 +719,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Plans a model with the built-in kernels. Fails on a node without a kernel (naming its
-    /// index, name and op), a cycle, an undefined value or an undecodable initializer. Nodes
-    /// out of topological order are sorted.
+    /// Plans a model with the built-in kernels. Fails on a node without a kernel or function
+    /// body (naming its index, name and op, and the path through subgraphs and functions), a
+    /// cycle, an undefined value or an undecodable initializer. Nodes out of topological order
+    /// are sorted.
     pub fn new(model: &ModelProto) -> Result<Session> {
         Self::with_registry(model, builtin_registry())
     }
@@ -532,7 +734,15 @@ impl Session {
             .as_ref()
             .ok_or_else(|| graph_err("", "the model has no graph"))?;
         let opsets = model_opsets(model);
-        let plan = GraphPlan::build(graph, &opsets, registry, &|_| false)?;
+        let functions = local_functions(model);
+        let ctx = PlanCtx {
+            registry,
+            opsets: opsets.clone(),
+            functions: &functions,
+            call_stack: Vec::new(),
+            depth: 0,
+        };
+        let plan = GraphPlan::build(graph, &ctx, &|_| false)?;
         Ok(Session { plan, opsets })
     }
 
@@ -554,6 +764,28 @@ impl Session {
     /// Runs the model: `inputs` by name (checked against the declared dtype, rank and static
     /// dims); returns the graph outputs in order.
     pub fn run(&self, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
-        self.plan.run(inputs, None)
+        let mut feeds: Vec<Option<Value>> = vec![None; self.plan.inputs.len()];
+        for (name, value) in inputs {
+            let position = self
+                .plan
+                .inputs
+                .iter()
+                .position(|i| i.name == name)
+                .ok_or_else(|| RefError::Input {
+                    input: name.clone(),
+                    reason: format!("graph '{}' has no input of that name", self.plan.name),
+                })?;
+            let declared = &self.plan.inputs[position];
+            check_input(&declared.name, &declared.declared, &value)?;
+            feeds[position] = Some(value);
+        }
+        let values = self.plan.run(feeds, &[])?;
+        Ok(self
+            .plan
+            .outputs
+            .iter()
+            .map(|(name, _)| name.clone())
+            .zip(values)
+            .collect())
     }
 }

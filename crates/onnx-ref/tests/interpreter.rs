@@ -4,6 +4,8 @@
 
 #[path = "interpreter/conformance.rs"]
 mod conformance;
+#[path = "interpreter/control.rs"]
+mod control;
 #[path = "interpreter/models.rs"]
 mod models;
 #[path = "interpreter/session.rs"]

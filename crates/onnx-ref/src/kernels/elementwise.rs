@@ -184,7 +184,7 @@ macro_rules! compare_kernel {
             let out = match a {
                 Tensor::Bool(x) => zip_map(x, typed::<bool>(&b)?, |$p, $q| $e)?,
                 Tensor::Str(x) => zip_map(x, typed::<String>(&b)?, |$p, $q| $e)?,
-                t => with_numeric!(t, x => zip_map(x, typed(&b)?, |$p, $q| $e)?, other => return Err(unsupported(ctx, other))),
+                t => with_numeric!(t, x => zip_map(x, typed_like(x, &b)?, |$p, $q| $e)?, other => return Err(unsupported(ctx, other))),
             };
             one(Tensor::Bool(out))
         }

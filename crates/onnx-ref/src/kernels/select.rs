@@ -243,7 +243,7 @@ fn non_zero(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let nz: Vec<bool> = match x {
         Tensor::Bool(a) => a.iter().copied().collect(),
         t => {
-            with_numeric!(t, a => a.iter().map(|v| *v != Num::zero()).collect(), other => return Err(unsupported(ctx, other)))
+            with_numeric!(t, a => a.iter().map(|v| Num::to_f64(*v) != 0.0).collect(), other => return Err(unsupported(ctx, other)))
         }
     };
     let shape = x.shape().to_vec();
