@@ -186,13 +186,10 @@ fn subgraphs_are_optimized_with_outer_values() {
         .as_ref()
         .unwrap();
     assert_eq!(then.node.len(), 2, "Neg(r) computed once in the body");
-    // FIXME(onnx-ref If/Loop/Scan kernels, issue 3): once the interpreter runs If, compare
-    // both branches with `assert_same`. Until then, assert the gap so this test notices.
-    let err = Session::new(&orig)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(err.contains("If"), "{err}");
+    for cond in [true, false] {
+        let c = Tensor::from_vec(&[], vec![cond]).unwrap();
+        assert_same(&orig, &opt, &[("c", c), ("x", x())]);
+    }
 }
 
 #[test]

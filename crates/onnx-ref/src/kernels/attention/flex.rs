@@ -18,7 +18,7 @@ use crate::error::{RefError, Result};
 use crate::kernels::cast_tensor;
 use crate::kernels::matmul::{GemmElem, MatRef};
 use crate::registry::{builtin_registry, KernelCtx, KernelRegistry, LATEST};
-use crate::session::{GraphPlan, Opsets};
+use crate::session::{GraphPlan, Opsets, PlanCtx};
 use crate::tensor::Tensor;
 use crate::value::Value;
 
@@ -59,7 +59,8 @@ fn run_modifier(
     values: &[f64],
     dtype: DType,
 ) -> Result<Vec<f64>> {
-    let input = graph
+    // The graph must name its one input (its value is fed by position).
+    graph
         .input
         .first()
         .and_then(|i| i.name.clone())
@@ -72,11 +73,19 @@ fn run_modifier(
         )));
     }
     let opsets: Opsets = [(String::new(), MODIFIER_OPSET)].into_iter().collect();
-    let plan = GraphPlan::build(graph, &opsets, builtin_registry(), &|_| false)?;
+    let functions = crate::function::LocalFunctions::new();
+    let plan_ctx = PlanCtx {
+        registry: builtin_registry(),
+        opsets,
+        functions: &functions,
+        call_stack: Vec::new(),
+        depth: 0,
+    };
+    let plan = GraphPlan::build(graph, &plan_ctx, &|_| false)?;
     let feed = cast_tensor(&Tensor::from_vec(shape, values.to_vec())?, dtype)?;
-    let mut outs = plan.run(vec![(input, Value::Tensor(feed))], None)?;
+    let mut outs = plan.run(vec![Some(Value::Tensor(feed))], &[])?;
     let out = match outs.pop() {
-        Some((_, Value::Tensor(t))) => t,
+        Some(Value::Tensor(t)) => t,
         _ => {
             return Err(RefError::op(format!(
                 "{what} graph did not produce a tensor"
