@@ -509,7 +509,7 @@ fn affine_grid(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::eval_node;
+    use crate::kernels::test_util::{int_attr, run, t};
     use onnx_proto::{AttributeProto, NodeProto};
 
     fn node(op: &str, attrs: Vec<AttributeProto>) -> NodeProto {
@@ -529,26 +529,6 @@ mod tests {
             r#type: Some(onnx_proto::attribute_proto::AttributeType::String as i32),
             ..Default::default()
         }
-    }
-
-    fn int_attr(name: &str, v: i64) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            i: Some(v),
-            r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
-            ..Default::default()
-        }
-    }
-
-    fn t<T: crate::tensor::Elem>(shape: &[usize], v: Vec<T>) -> Option<Value> {
-        Some(Value::Tensor(
-            Tensor::from_vec(shape, v).unwrap_or_else(|e| panic!("{e}")),
-        ))
-    }
-
-    fn run(n: &NodeProto, opset: i64, inputs: &[Option<Value>]) -> Result<Tensor> {
-        let mut out = eval_node(n, opset, inputs)?;
-        out.remove(0).into_tensor()
     }
 
     #[test]

@@ -36,6 +36,8 @@ mod signal;
 mod slice;
 mod spectral;
 mod strings;
+#[cfg(test)]
+mod test_util;
 mod training;
 mod unary;
 

@@ -389,38 +389,7 @@ fn mel_weight_matrix(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::eval_node;
-    use onnx_proto::{AttributeProto, NodeProto};
-
-    fn t<T: crate::tensor::Elem>(shape: &[usize], v: Vec<T>) -> Option<Value> {
-        Some(Value::Tensor(
-            Tensor::from_vec(shape, v).unwrap_or_else(|e| panic!("{e}")),
-        ))
-    }
-
-    fn node(op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
-        NodeProto {
-            op_type: Some(op.into()),
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: vec!["y".into()],
-            attribute: attrs,
-            ..Default::default()
-        }
-    }
-
-    fn int_attr(name: &str, v: i64) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            i: Some(v),
-            r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
-            ..Default::default()
-        }
-    }
-
-    fn run(n: &NodeProto, opset: i64, inputs: &[Option<Value>]) -> Result<Tensor> {
-        let mut out = eval_node(n, opset, inputs)?;
-        out.remove(0).into_tensor()
-    }
+    use crate::kernels::test_util::{int_attr, node, run, t};
 
     fn close(a: &[f64], b: &[f64]) -> bool {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
