@@ -1,6 +1,9 @@
 //! Kernels of the `ai.onnx.ml` domain: LabelEncoder (v1 class list; v2 keys/values lists; v4
 //! tensor attributes), Binarizer, ArrayFeatureExtractor, Scaler, Normalizer, Imputer,
-//! OneHotEncoder, FeatureVectorizer and LinearRegressor here; the tree ensembles in `ml/tree.rs`.
+//! OneHotEncoder, FeatureVectorizer and LinearRegressor here; the tree ensembles in `ml/tree.rs`,
+//! the classifiers (LinearClassifier, TreeEnsembleClassifier) in `ml/classifier.rs`, the SVMs in
+//! `ml/svm.rs`, the map ops (ZipMap, CategoryMapper, DictVectorizer, CastMap) in `ml/maps.rs`
+//! and the shared `post_transform` functions in `ml/scores.rs`.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +17,13 @@ use crate::registry::{KernelCtx, KernelRegistry};
 use crate::tensor::{array_from_vec, check_size, map_all, map_numeric, Array, Elem, Tensor};
 use crate::value::Value;
 
+mod classifier;
+mod maps;
+mod scores;
+mod svm;
 mod tree;
+
+use scores::post_transform;
 
 /// The domain of these kernels.
 pub(crate) const ML: &str = "ai.onnx.ml";
@@ -32,6 +41,9 @@ pub(crate) fn register_all(reg: &mut KernelRegistry) {
     reg.register(ML, "FeatureVectorizer", 1, 5, feature_vectorizer);
     reg.register(ML, "LinearRegressor", 1, 5, linear_regressor);
     tree::register_all(reg);
+    classifier::register_all(reg);
+    svm::register_all(reg);
+    maps::register_all(reg);
 }
 
 /// A LabelEncoder key: keys and inputs are compared as strings, integers or floats (floats by
@@ -492,32 +504,6 @@ fn feature_vectorizer(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<
         }
     }
     one(f32_tensor(&[n, total], out)?)
-}
-
-/// Applies an ML `post_transform` to one row of scores.
-pub(crate) fn post_transform(name: &str, row: &mut [f64]) -> std::result::Result<(), String> {
-    match name {
-        "NONE" => {}
-        "LOGISTIC" => row.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
-        "SOFTMAX" | "SOFTMAX_ZERO" => {
-            let zero = name == "SOFTMAX_ZERO";
-            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let mut sum = 0.0;
-            for v in row.iter_mut() {
-                *v = if zero && *v == 0.0 {
-                    0.0
-                } else {
-                    (*v - max).exp()
-                };
-                sum += *v;
-            }
-            if sum > 0.0 {
-                row.iter_mut().for_each(|v| *v /= sum);
-            }
-        }
-        other => return Err(format!("post_transform '{other}' is not supported")),
-    }
-    Ok(())
 }
 
 fn linear_regressor(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {

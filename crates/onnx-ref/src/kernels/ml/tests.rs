@@ -1,25 +1,40 @@
-//! Unit tests of the `ai.onnx.ml` kernels (the backend suite covers only a few of them).
+//! Unit tests of the `ai.onnx.ml` kernels (the backend suite covers only a few of them; the
+//! classifiers, SVMs and map ops are also checked against onnxruntime by `tests/ml_models.rs`).
 
 use onnx_proto::{AttributeProto, NodeProto, TensorProto};
 
 use super::ML;
 use crate::error::{RefError, Result};
+pub(super) use crate::kernels::test_util::{int_attr, node, run, t};
 use crate::registry::eval_node;
 use crate::tensor::Tensor;
 use crate::value::Value;
 
-fn node(op: &str, n_in: usize, n_out: usize, attrs: Vec<AttributeProto>) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        domain: Some(ML.into()),
-        input: (0..n_in).map(|i| format!("i{i}")).collect(),
-        output: (0..n_out).map(|i| format!("o{i}")).collect(),
-        attribute: attrs,
-        ..Default::default()
+mod classifiers;
+
+/// An `ai.onnx.ml` node with inputs `i0..` and outputs `y` (one) or `y0..` (several).
+pub(super) fn ml_node(
+    op: &str,
+    n_in: usize,
+    n_out: usize,
+    attrs: Vec<AttributeProto>,
+) -> NodeProto {
+    let names: Vec<String> = (0..n_in).map(|i| format!("i{i}")).collect();
+    let inputs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut n = node(op, &inputs, attrs);
+    n.domain = Some(ML.into());
+    if n_out > 1 {
+        n.output = (0..n_out).map(|i| format!("y{i}")).collect();
     }
+    n
 }
 
-fn ints(name: &str, v: &[i64]) -> AttributeProto {
+/// Runs `n` and returns every output it computed.
+pub(super) fn run_all(n: &NodeProto, opset: i64, inputs: &[Option<Value>]) -> Result<Vec<Value>> {
+    eval_node(n, opset, inputs)
+}
+
+pub(super) fn ints(name: &str, v: &[i64]) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
         ints: v.to_vec(),
@@ -27,7 +42,7 @@ fn ints(name: &str, v: &[i64]) -> AttributeProto {
     }
 }
 
-fn floats(name: &str, v: &[f32]) -> AttributeProto {
+pub(super) fn floats(name: &str, v: &[f32]) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
         floats: v.to_vec(),
@@ -35,7 +50,7 @@ fn floats(name: &str, v: &[f32]) -> AttributeProto {
     }
 }
 
-fn strings(name: &str, v: &[&str]) -> AttributeProto {
+pub(super) fn strings(name: &str, v: &[&str]) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
         strings: v.iter().map(|s| s.as_bytes().to_vec().into()).collect(),
@@ -43,15 +58,7 @@ fn strings(name: &str, v: &[&str]) -> AttributeProto {
     }
 }
 
-fn int(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        i: Some(v),
-        ..Default::default()
-    }
-}
-
-fn string(name: &str, v: &str) -> AttributeProto {
+pub(super) fn string(name: &str, v: &str) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
         s: Some(v.as_bytes().to_vec().into()),
@@ -59,7 +66,7 @@ fn string(name: &str, v: &str) -> AttributeProto {
     }
 }
 
-fn tensor_attr(name: &str, t: Tensor) -> AttributeProto {
+pub(super) fn tensor_attr(name: &str, t: Tensor) -> AttributeProto {
     let proto: TensorProto = t.to_proto(name);
     AttributeProto {
         name: Some(name.into()),
@@ -68,26 +75,16 @@ fn tensor_attr(name: &str, t: Tensor) -> AttributeProto {
     }
 }
 
-fn t<T: crate::tensor::Elem>(shape: &[usize], v: Vec<T>) -> Option<Value> {
-    Some(Value::Tensor(
-        Tensor::from_vec(shape, v).unwrap_or_else(|e| panic!("{e}")),
-    ))
-}
-
-fn run(n: &NodeProto, opset: i64, inputs: Vec<Option<Value>>) -> Result<Vec<Value>> {
-    eval_node(n, opset, &inputs)
-}
-
-fn f64s(v: &Value) -> (Vec<usize>, Vec<f64>) {
-    let t = v.as_tensor().unwrap_or_else(|e| panic!("{e}"));
+/// Shape and values of a numeric tensor.
+pub(super) fn f64s(t: &Tensor) -> (Vec<usize>, Vec<f64>) {
     (
         t.shape().to_vec(),
         t.to_f64_vec().unwrap_or_else(|e| panic!("{e}")),
     )
 }
 
-fn strs(v: &Value) -> Vec<String> {
-    let t = v.as_tensor().unwrap_or_else(|e| panic!("{e}"));
+/// The values of a string tensor.
+pub(super) fn strs(t: &Tensor) -> Vec<String> {
     t.as_array::<String>()
         .unwrap_or_else(|| panic!("not strings"))
         .iter()
@@ -95,7 +92,8 @@ fn strs(v: &Value) -> Vec<String> {
         .collect()
 }
 
-fn kernel_err(r: Result<Vec<Value>>, needle: &str) {
+/// Asserts a kernel error whose reason mentions `needle`.
+pub(super) fn kernel_err<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
     match r {
         Err(RefError::Kernel { reason, .. }) => {
             assert!(
@@ -109,29 +107,29 @@ fn kernel_err(r: Result<Vec<Value>>, needle: &str) {
 
 #[test]
 fn label_encoder_v1_both_directions() {
-    let n = node(
+    let n = ml_node(
         "LabelEncoder",
         1,
         1,
         vec![
             strings("classes_strings", &["a", "b"]),
-            int("default_int64", 9),
+            int_attr("default_int64", 9),
         ],
     );
     let out = run(
         &n,
         1,
-        vec![t(&[3], vec!["b".to_string(), "z".into(), "a".into()])],
+        &[t(&[3], vec!["b".to_string(), "z".into(), "a".into()])],
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).1, vec![1.0, 9.0, 0.0]);
-    let out = run(&n, 1, vec![t(&[3], vec![1i64, -1, 5])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(strs(&out[0]), vec!["b", "_Unused", "_Unused"]);
+    assert_eq!(f64s(&out).1, vec![1.0, 9.0, 0.0]);
+    let out = run(&n, 1, &[t(&[3], vec![1i64, -1, 5])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(strs(&out), vec!["b", "_Unused", "_Unused"]);
 }
 
 #[test]
 fn label_encoder_float_keys_and_defaults() {
-    let n = node(
+    let n = ml_node(
         "LabelEncoder",
         1,
         1,
@@ -140,11 +138,11 @@ fn label_encoder_float_keys_and_defaults() {
             strings("values_strings", &["nan", "zero", "x"]),
         ],
     );
-    let out = run(&n, 2, vec![t(&[2, 2], vec![-0.0f32, f32::NAN, 1.5, 7.0])])
+    let out = run(&n, 2, &[t(&[2, 2], vec![-0.0f32, f32::NAN, 1.5, 7.0])])
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(strs(&out[0]), vec!["zero", "nan", "x", "_Unused"]);
+    assert_eq!(strs(&out), vec!["zero", "nan", "x", "_Unused"]);
     // A tensor default is cast to the values' type; size-0 input gives size-0 output.
-    let n = node(
+    let n = ml_node(
         "LabelEncoder",
         1,
         1,
@@ -159,29 +157,29 @@ fn label_encoder_float_keys_and_defaults() {
             ),
         ],
     );
-    let out = run(&n, 4, vec![t(&[3], vec![2i64, 3, 1])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).1, vec![2.5, -0.0, 0.5]);
-    let out = run(&n, 4, vec![t::<i64>(&[0, 2], vec![])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).0, vec![0, 2]);
+    let out = run(&n, 4, &[t(&[3], vec![2i64, 3, 1])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out).1, vec![2.5, -0.0, 0.5]);
+    let out = run(&n, 4, &[t::<i64>(&[0, 2], vec![])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out).0, vec![0, 2]);
 }
 
 #[test]
 fn label_encoder_rejects_mismatches() {
-    let n = node(
+    let n = ml_node(
         "LabelEncoder",
         1,
         1,
         vec![ints("keys_int64s", &[1, 2]), ints("values_int64s", &[1])],
     );
-    kernel_err(run(&n, 2, vec![t(&[1], vec![1i64])]), "2 keys but 1 values");
-    let n = node(
+    kernel_err(run(&n, 2, &[t(&[1], vec![1i64])]), "2 keys but 1 values");
+    let n = ml_node(
         "LabelEncoder",
         1,
         1,
         vec![ints("keys_int64s", &[1]), ints("values_int64s", &[1])],
     );
     kernel_err(
-        run(&n, 2, vec![t(&[1], vec!["1".to_string()])]),
+        run(&n, 2, &[t(&[1], vec!["1".to_string()])]),
         "integer keys",
     );
 }
@@ -193,52 +191,45 @@ fn binarizer_and_feature_extractor() {
         f: Some(2.0),
         ..Default::default()
     };
-    let n = node("Binarizer", 1, 1, vec![threshold]);
-    let out = run(&n, 1, vec![t(&[4], vec![1i64, 2, 3, -4])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).1, vec![0.0, 0.0, 1.0, 0.0]);
-    let n = node("ArrayFeatureExtractor", 2, 1, vec![]);
+    let n = ml_node("Binarizer", 1, 1, vec![threshold]);
+    let out = run(&n, 1, &[t(&[4], vec![1i64, 2, 3, -4])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out).1, vec![0.0, 0.0, 1.0, 0.0]);
+    let n = ml_node("ArrayFeatureExtractor", 2, 1, vec![]);
     let out = run(
         &n,
         1,
-        vec![
+        &[
             t(&[3], vec!["a".to_string(), "b".into(), "c".into()]),
             t(&[2], vec![2i64, 0]),
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(strs(&out[0]), vec!["c", "a"]);
-    assert_eq!(
-        out[0].as_tensor().map(|t| t.shape().to_vec()).ok(),
-        Some(vec![1, 2])
-    );
+    assert_eq!(strs(&out), vec!["c", "a"]);
+    assert_eq!(Some(out.shape().to_vec()), Some(vec![1, 2]));
     kernel_err(
-        run(&n, 1, vec![t(&[2, 3], vec![0f32; 6]), t(&[1], vec![3i64])]),
+        run(&n, 1, &[t(&[2, 3], vec![0f32; 6]), t(&[1], vec![3i64])]),
         "index 3 is out of range",
     );
-    let out = run(
-        &n,
-        1,
-        vec![t(&[0, 3], Vec::<f32>::new()), t(&[1], vec![1i64])],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).0, vec![0, 1]);
+    let out = run(&n, 1, &[t(&[0, 3], Vec::<f32>::new()), t(&[1], vec![1i64])])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out).0, vec![0, 1]);
 }
 
 #[test]
 fn scaler_normalizer_imputer() {
-    let n = node(
+    let n = ml_node(
         "Scaler",
         1,
         1,
         vec![floats("offset", &[1.0, 2.0]), floats("scale", &[2.0])],
     );
-    let out = run(&n, 1, vec![t(&[2, 2], vec![1i32, 2, 3, 4])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).1, vec![0.0, 0.0, 4.0, 4.0]);
+    let out = run(&n, 1, &[t(&[2, 2], vec![1i32, 2, 3, 4])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out).1, vec![0.0, 0.0, 4.0, 4.0]);
     kernel_err(
         run(
-            &node("Scaler", 1, 1, vec![floats("scale", &[1.0, 2.0, 3.0])]),
+            &ml_node("Scaler", 1, 1, vec![floats("scale", &[1.0, 2.0, 3.0])]),
             1,
-            vec![t(&[2], vec![1f32, 2.0])],
+            &[t(&[2], vec![1f32, 2.0])],
         ),
         "scale has 3 values for 2 features",
     );
@@ -248,60 +239,57 @@ fn scaler_normalizer_imputer() {
         ("L2", [3.0 / 5.0, 4.0 / 5.0]),
     ] {
         let (a, b) = if norm == "L2" { (3.0, 4.0) } else { (1.0, 4.0) };
-        let n = node("Normalizer", 1, 1, vec![string("norm", norm)]);
-        let out = run(&n, 1, vec![t(&[1, 2], vec![a, b])]).unwrap_or_else(|e| panic!("{e}"));
-        let got = f64s(&out[0]).1;
+        let n = ml_node("Normalizer", 1, 1, vec![string("norm", norm)]);
+        let out = run(&n, 1, &[t(&[1, 2], vec![a, b])]).unwrap_or_else(|e| panic!("{e}"));
+        let got = f64s(&out).1;
         assert!(
             (got[0] - want[0]).abs() < 1e-6 && (got[1] - want[1]).abs() < 1e-6,
             "{norm}: {got:?}"
         );
     }
-    let n = node(
+    let n = ml_node(
         "Imputer",
         1,
         1,
         vec![floats("imputed_value_floats", &[7.0, 8.0])],
     );
-    let out = run(&n, 1, vec![t(&[2, 2], vec![f32::NAN, 1.0, 2.0, f32::NAN])])
+    let out = run(&n, 1, &[t(&[2, 2], vec![f32::NAN, 1.0, 2.0, f32::NAN])])
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).1, vec![7.0, 1.0, 2.0, 8.0]);
-    let n = node(
+    assert_eq!(f64s(&out).1, vec![7.0, 1.0, 2.0, 8.0]);
+    let n = ml_node(
         "Imputer",
         1,
         1,
         vec![
             ints("imputed_value_int64s", &[5]),
-            int("replaced_value_int64", -1),
+            int_attr("replaced_value_int64", -1),
         ],
     );
-    let out = run(&n, 1, vec![t(&[3], vec![-1i64, 0, -1])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]).1, vec![5.0, 0.0, 5.0]);
+    let out = run(&n, 1, &[t(&[3], vec![-1i64, 0, -1])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out).1, vec![5.0, 0.0, 5.0]);
 }
 
 #[test]
 fn one_hot_encoder_and_feature_vectorizer() {
-    let n = node(
+    let n = ml_node(
         "OneHotEncoder",
         1,
         1,
-        vec![ints("cats_int64s", &[3, 1]), int("zeros", 1)],
+        vec![ints("cats_int64s", &[3, 1]), int_attr("zeros", 1)],
     );
-    let out = run(&n, 1, vec![t(&[3], vec![1i64, 3, 2])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        f64s(&out[0]),
-        (vec![3, 2], vec![0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
-    );
-    let strict = node(
+    let out = run(&n, 1, &[t(&[3], vec![1i64, 3, 2])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out), (vec![3, 2], vec![0.0, 1.0, 1.0, 0.0, 0.0, 0.0]));
+    let strict = ml_node(
         "OneHotEncoder",
         1,
         1,
-        vec![strings("cats_strings", &["a"]), int("zeros", 0)],
+        vec![strings("cats_strings", &["a"]), int_attr("zeros", 0)],
     );
     kernel_err(
-        run(&strict, 1, vec![t(&[1], vec!["b".to_string()])]),
+        run(&strict, 1, &[t(&[1], vec!["b".to_string()])]),
         "zeros = 0",
     );
-    let n = node(
+    let n = ml_node(
         "FeatureVectorizer",
         2,
         1,
@@ -310,47 +298,47 @@ fn one_hot_encoder_and_feature_vectorizer() {
     let out = run(
         &n,
         1,
-        vec![
+        &[
             t(&[2, 1], vec![1i64, 2]),
             t(&[2, 2], vec![3f64, 4.0, 5.0, 6.0]),
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        f64s(&out[0]),
+        f64s(&out),
         (vec![2, 4], vec![1.0, 3.0, 4.0, 0.0, 2.0, 5.0, 6.0, 0.0])
     );
 }
 
 #[test]
 fn linear_regressor_with_two_targets() {
-    let n = node(
+    let n = ml_node(
         "LinearRegressor",
         1,
         1,
         vec![
             floats("coefficients", &[1.0, 2.0, -1.0, 0.0]),
             floats("intercepts", &[0.5, 1.0]),
-            int("targets", 2),
+            int_attr("targets", 2),
         ],
     );
-    let out = run(&n, 1, vec![t(&[1, 2], vec![3f32, 4.0])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]), (vec![1, 2], vec![11.5, -2.0]));
-    let bad = node(
+    let out = run(&n, 1, &[t(&[1, 2], vec![3f32, 4.0])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out), (vec![1, 2], vec![11.5, -2.0]));
+    let bad = ml_node(
         "LinearRegressor",
         1,
         1,
         vec![floats("coefficients", &[1.0])],
     );
     kernel_err(
-        run(&bad, 1, vec![t(&[1, 2], vec![3f32, 4.0])]),
+        run(&bad, 1, &[t(&[1, 2], vec![3f32, 4.0])]),
         "1 coefficients",
     );
 }
 
 /// A one-split tree: x[0] <= 1 goes to leaf 0 (weight 10), else leaf 1 (weight 20).
 fn one_split(aggregate: i64, roots: &[i64], true_id: i64) -> NodeProto {
-    node(
+    ml_node(
         "TreeEnsemble",
         1,
         1,
@@ -374,8 +362,8 @@ fn one_split(aggregate: i64, roots: &[i64], true_id: i64) -> NodeProto {
                 Tensor::from_vec(&[2], vec![10f32, 20.0]).unwrap_or_else(|e| panic!("{e}")),
             ),
             ints("tree_roots", roots),
-            int("n_targets", 2),
-            int("aggregate_function", aggregate),
+            int_attr("n_targets", 2),
+            int_attr("aggregate_function", aggregate),
         ],
     )
 }
@@ -383,30 +371,23 @@ fn one_split(aggregate: i64, roots: &[i64], true_id: i64) -> NodeProto {
 #[test]
 fn tree_ensemble_aggregates_and_validates() {
     let x = || t(&[2, 1], vec![0.5f32, 3.0]);
-    let out = run(&one_split(0, &[0, 0], 0), 5, vec![x()]).unwrap_or_else(|e| panic!("{e}"));
+    let out = run(&one_split(0, &[0, 0], 0), 5, &[x()]).unwrap_or_else(|e| panic!("{e}"));
     // Average of two identical trees.
-    assert_eq!(f64s(&out[0]), (vec![2, 2], vec![10.0, 0.0, 0.0, 20.0]));
-    let out = run(&one_split(2, &[0], 0), 5, vec![x()]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out), (vec![2, 2], vec![10.0, 0.0, 0.0, 20.0]));
+    let out = run(&one_split(2, &[0], 0), 5, &[x()]).unwrap_or_else(|e| panic!("{e}"));
     // MIN: a target no leaf reaches keeps the largest float.
-    assert_eq!(f64s(&out[0]).1[1], f64::from(f32::MAX));
-    kernel_err(run(&one_split(1, &[0], 5), 5, vec![x()]), "leaf 5");
+    assert_eq!(f64s(&out).1[1], f64::from(f32::MAX));
+    kernel_err(run(&one_split(1, &[0], 5), 5, &[x()]), "leaf 5");
     kernel_err(
-        run(
-            &one_split(1, &[0], 0),
-            5,
-            vec![t(&[1, 0], Vec::<f32>::new())],
-        ),
+        run(&one_split(1, &[0], 0), 5, &[t(&[1, 0], Vec::<f32>::new())]),
         "feature 0",
     );
-    kernel_err(
-        run(&one_split(9, &[0], 0), 5, vec![x()]),
-        "aggregate_function",
-    );
+    kernel_err(run(&one_split(9, &[0], 0), 5, &[x()]), "aggregate_function");
 }
 
 #[test]
 fn tree_ensemble_regressor_with_base_values() {
-    let n = node(
+    let n = ml_node(
         "TreeEnsembleRegressor",
         1,
         1,
@@ -426,6 +407,6 @@ fn tree_ensemble_regressor_with_base_values() {
         ],
     );
     let out =
-        run(&n, 3, vec![t(&[2, 2], vec![0f32, 1.0, 0.0, -1.0])]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(f64s(&out[0]), (vec![2, 1], vec![101.0, 99.0]));
+        run(&n, 3, &[t(&[2, 2], vec![0f32, 1.0, 0.0, -1.0])]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f64s(&out), (vec![2, 1], vec![101.0, 99.0]));
 }

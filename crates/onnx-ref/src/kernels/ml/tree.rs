@@ -1,11 +1,13 @@
 //! Tree ensembles of `ai.onnx.ml`: TreeEnsemble (opset 5; tensor attributes, set membership)
 //! and TreeEnsembleRegressor (opsets 1-4; per-tree node ids, several targets per leaf). Both
 //! build one [`Forest`] (branch nodes and leaves by index, validated once) and evaluate it per
-//! row in f64.
+//! row in f64; TreeEnsembleClassifier (`classifier.rs`) builds its forest with
+//! [`legacy_forest`] too.
 
 use std::collections::BTreeMap;
 
-use super::{post_transform, ML};
+use super::scores::post_transform;
+use super::ML;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::kernels::{cast_tensor, one};
@@ -50,7 +52,7 @@ struct Branch {
 
 /// Trees as branch nodes and leaves; a leaf adds weights to targets.
 #[derive(Debug, Default)]
-struct Forest {
+pub(super) struct Forest {
     branches: Vec<Branch>,
     leaves: Vec<Vec<(usize, f64)>>,
     roots: Vec<Next>,
@@ -86,7 +88,7 @@ impl Branch {
 
 impl Forest {
     /// Checks every reference once so that evaluation cannot index out of range or loop.
-    fn validate(&self, n_features: usize) -> std::result::Result<(), String> {
+    pub(super) fn validate(&self, n_features: usize) -> std::result::Result<(), String> {
         let check = |n: Next, what: &str| match n {
             Next::Node(i) if i >= self.branches.len() => Err(format!(
                 "{what} refers to node {i} of {}",
@@ -141,6 +143,31 @@ impl Forest {
         Err("the tree has a cycle".into())
     }
 
+    /// Per-target sums of the leaf weights one row reaches, and whether any leaf gave each
+    /// target a weight (the classifiers treat "no weight" apart from a zero sum). With
+    /// `single`, sums are rounded to f32 after every addition, as runtimes with float weights
+    /// compute them (a 0.2 + 0.3 that must not exceed 0.5).
+    pub(super) fn sum_with_hits(
+        &self,
+        row: &[f64],
+        single: bool,
+    ) -> std::result::Result<(Vec<f64>, Vec<bool>), String> {
+        let mut sums = vec![0.0; self.n_targets];
+        let mut hits = vec![false; self.n_targets];
+        for &root in &self.roots {
+            let leaf = self.leaf_of(root, row)?;
+            for &(t, w) in &self.leaves[leaf] {
+                sums[t] = if single {
+                    f64::from(sums[t] as f32 + w as f32)
+                } else {
+                    sums[t] + w
+                };
+                hits[t] = true;
+            }
+        }
+        Ok((sums, hits))
+    }
+
     /// Scores of every row (`rows` of `n_features` values), `n_targets` per row.
     fn predict(
         &self,
@@ -179,7 +206,7 @@ impl Forest {
 }
 
 /// X as f64 rows: `[N, F]`, or `[F]` as one row.
-fn input_rows(ctx: &KernelCtx, x: &Tensor) -> Result<(usize, usize, Vec<f64>)> {
+pub(super) fn input_rows(ctx: &KernelCtx, x: &Tensor) -> Result<(usize, usize, Vec<f64>)> {
     if !matches!(
         x,
         Tensor::F32(_) | Tensor::F64(_) | Tensor::F16(_) | Tensor::I64(_) | Tensor::I32(_)
@@ -199,12 +226,12 @@ fn input_rows(ctx: &KernelCtx, x: &Tensor) -> Result<(usize, usize, Vec<f64>)> {
 }
 
 /// A non-negative index attribute element.
-fn index(ctx: &KernelCtx, name: &str, v: i64) -> Result<usize> {
+pub(super) fn index(ctx: &KernelCtx, name: &str, v: i64) -> Result<usize> {
     usize::try_from(v).map_err(|_| ctx.err(format!("{name} has negative entry {v}")))
 }
 
 /// A required ints attribute.
-fn ints<'a>(ctx: &KernelCtx<'a>, name: &str) -> Result<&'a [i64]> {
+pub(super) fn ints<'a>(ctx: &KernelCtx<'a>, name: &str) -> Result<&'a [i64]> {
     ctx.attr_ints(name)
         .ok_or_else(|| ctx.err(format!("attribute '{name}' is required")))
 }
@@ -362,24 +389,43 @@ fn tree_ensemble(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value
     one(cast_tensor(&out, dtype)?)
 }
 
-fn tree_ensemble_regressor(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
-    let x = ctx.input(inputs, 0)?;
-    let (n, f, xv) = input_rows(ctx, x)?;
+/// A float list attribute given either as `{name}_as_tensor` (opset 3+) or as `{name}`, as f64.
+pub(super) fn floats_or_tensor(ctx: &KernelCtx, name: &str) -> Result<Vec<f64>> {
+    match tensor_f64(ctx, &format!("{name}_as_tensor"))? {
+        Some(v) => Ok(v),
+        None => Ok(ctx
+            .attr_floats(name)
+            .unwrap_or_default()
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect()),
+    }
+}
+
+/// The leaf weights of an opset 1-4 ensemble: entry k adds `weights[k]` to output `ids[k]`
+/// at leaf (`trees[k]`, `nodes[k]`). `what` names the attributes ("target", "class").
+pub(super) struct LeafWeights<'a> {
+    pub what: &'static str,
+    pub trees: &'a [i64],
+    pub nodes: &'a [i64],
+    pub ids: &'a [i64],
+    pub weights: Vec<f64>,
+}
+
+/// Builds the forest of TreeEnsembleRegressor / TreeEnsembleClassifier (opsets 1-4): nodes
+/// listed by (tree id, node id) with string modes, roots found as the nodes nothing refers to.
+pub(super) fn legacy_forest(
+    ctx: &KernelCtx,
+    n_targets: usize,
+    leaf: LeafWeights,
+) -> Result<Forest> {
     let tree_ids = ints(ctx, "nodes_treeids")?;
     let node_ids = ints(ctx, "nodes_nodeids")?;
     let features = ints(ctx, "nodes_featureids")?;
     let modes = ctx
         .attr_strings("nodes_modes")
         .ok_or_else(|| ctx.err("attribute 'nodes_modes' is required"))?;
-    let values: Vec<f64> = match tensor_f64(ctx, "nodes_values_as_tensor")? {
-        Some(v) => v,
-        None => ctx
-            .attr_floats("nodes_values")
-            .unwrap_or_default()
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-    };
+    let values = floats_or_tensor(ctx, "nodes_values")?;
     let true_ids = ints(ctx, "nodes_truenodeids")?;
     let false_ids = ints(ctx, "nodes_falsenodeids")?;
     let missing = ctx
@@ -419,7 +465,6 @@ fn tree_ensemble_regressor(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result
             )));
         }
     }
-    let n_targets = index(ctx, "n_targets", ctx.attr_int("n_targets", 1)?)?;
     let mut forest = Forest {
         leaves: vec![Vec::new(); n_leaves],
         n_targets,
@@ -469,37 +514,42 @@ fn tree_ensemble_regressor(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result
         }
     }
     forest.roots = roots.into_values().collect();
-    let t_trees = ints(ctx, "target_treeids")?;
-    let t_nodes = ints(ctx, "target_nodeids")?;
-    let t_ids = ints(ctx, "target_ids")?;
-    let t_weights: Vec<f64> = match tensor_f64(ctx, "target_weights_as_tensor")? {
-        Some(v) => v,
-        None => ctx
-            .attr_floats("target_weights")
-            .unwrap_or_default()
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-    };
-    if [t_nodes.len(), t_ids.len(), t_weights.len()]
+    let what = leaf.what;
+    if [leaf.nodes.len(), leaf.ids.len(), leaf.weights.len()]
         .iter()
-        .any(|&l| l != t_trees.len())
+        .any(|&l| l != leaf.trees.len())
     {
-        return Err(ctx.err("the target_* attributes have different lengths"));
+        return Err(ctx.err(format!("the {what}_* attributes have different lengths")));
     }
-    for k in 0..t_trees.len() {
-        match child(t_trees[k], t_nodes[k])? {
-            Next::Leaf(l) => {
-                forest.leaves[l].push((index(ctx, "target_ids", t_ids[k])?, t_weights[k]))
-            }
+    for k in 0..leaf.trees.len() {
+        match child(leaf.trees[k], leaf.nodes[k])? {
+            Next::Leaf(l) => forest.leaves[l].push((
+                index(ctx, &format!("{what}_ids"), leaf.ids[k])?,
+                leaf.weights[k],
+            )),
             Next::Node(_) => {
                 return Err(ctx.err(format!(
-                    "target {k} points at branch node ({}, {})",
-                    t_trees[k], t_nodes[k]
+                    "{what} weight {k} points at branch node ({}, {})",
+                    leaf.trees[k], leaf.nodes[k]
                 )))
             }
         }
     }
+    Ok(forest)
+}
+
+fn tree_ensemble_regressor(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let x = ctx.input(inputs, 0)?;
+    let (n, f, xv) = input_rows(ctx, x)?;
+    let n_targets = index(ctx, "n_targets", ctx.attr_int("n_targets", 1)?)?;
+    let leaf = LeafWeights {
+        what: "target",
+        trees: ints(ctx, "target_treeids")?,
+        nodes: ints(ctx, "target_nodeids")?,
+        ids: ints(ctx, "target_ids")?,
+        weights: floats_or_tensor(ctx, "target_weights")?,
+    };
+    let forest = legacy_forest(ctx, n_targets, leaf)?;
     let aggregate = match ctx.attr_string("aggregate_function", "SUM")?.as_str() {
         "AVERAGE" => Aggregate::Average,
         "SUM" => Aggregate::Sum,
@@ -507,15 +557,7 @@ fn tree_ensemble_regressor(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result
         "MAX" => Aggregate::Max,
         other => return Err(ctx.err(format!("unknown aggregate_function '{other}'"))),
     };
-    let base: Vec<f64> = match tensor_f64(ctx, "base_values_as_tensor")? {
-        Some(v) => v,
-        None => ctx
-            .attr_floats("base_values")
-            .unwrap_or_default()
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-    };
+    let base = floats_or_tensor(ctx, "base_values")?;
     if !base.is_empty() && base.len() != n_targets {
         return Err(ctx.err(format!(
             "{} base_values for {n_targets} targets",

@@ -1,0 +1,1 @@
+2dog2fish2bird2catBX

@@ -1,0 +1,1 @@
+2bird2none2cat2dogBY
