@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use onnx_proto::{type_proto, ModelProto, TypeProto};
-use onnx_ref::{DType, Session, Tensor, Value};
+use onnx_ref::{DType, Profile, Session, Tensor, Value};
 
 use crate::Error;
 
@@ -24,6 +24,8 @@ pub struct RunConfig {
     pub output_dir: Option<PathBuf>,
     /// Run inference this many times and report the median (0 or 1: once).
     pub repeat: usize,
+    /// Time every node and report the totals per operator type.
+    pub profile: bool,
 }
 
 /// One output's summary.
@@ -39,6 +41,8 @@ pub struct OutputSummary {
 pub struct RunOutcome {
     pub outputs: Vec<OutputSummary>,
     pub median_ms: Option<f64>,
+    /// Time per operator type over all runs, when profiling was asked for.
+    pub profile: Option<Profile>,
 }
 
 fn run_err(model: &Path, message: String) -> Error {
@@ -54,16 +58,20 @@ pub fn run_file(model_path: &Path, cfg: &RunConfig) -> Result<RunOutcome, Error>
     let model = &loaded.proto.model;
     let session = Session::new(model).map_err(|e| run_err(model_path, e.to_string()))?;
     let inputs = read_inputs(model_path, model, cfg)?;
+    let mut profile = cfg.profile.then(Profile::default);
+    let run_once = |profile: Option<&mut Profile>| {
+        let result = match profile {
+            Some(p) => session.run_profiled(inputs.clone(), p),
+            None => session.run(inputs.clone()),
+        };
+        result.map_err(|e| run_err(model_path, e.to_string()))
+    };
     let start = Instant::now();
-    let outputs = session
-        .run(inputs.clone())
-        .map_err(|e| run_err(model_path, e.to_string()))?;
+    let outputs = run_once(profile.as_mut())?;
     let mut times = vec![start.elapsed().as_secs_f64() * 1e3];
     for _ in 1..cfg.repeat.max(1) {
         let t = Instant::now();
-        session
-            .run(inputs.clone())
-            .map_err(|e| run_err(model_path, e.to_string()))?;
+        run_once(profile.as_mut())?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let median_ms = (cfg.repeat > 1).then(|| median(&mut times));
@@ -86,7 +94,35 @@ pub fn run_file(model_path: &Path, cfg: &RunConfig) -> Result<RunOutcome, Error>
             })
             .collect(),
         median_ms,
+        profile,
     })
+}
+
+/// The profile as a table: operator, node runs, total ms, share of the total.
+pub fn render_profile(profile: &Profile) -> String {
+    let total = profile.total().as_secs_f64();
+    let mut out = format!(
+        "{:<32} {:>8} {:>12} {:>7}\n",
+        "op", "runs", "total ms", "share"
+    );
+    for (domain, op, runs, time) in profile.by_op() {
+        let name = if domain.is_empty() {
+            op.to_string()
+        } else {
+            format!("{domain}::{op}")
+        };
+        let secs = time.as_secs_f64();
+        let share = if total > 0.0 {
+            100.0 * secs / total
+        } else {
+            0.0
+        };
+        out.push_str(&format!(
+            "{name:<32} {runs:>8} {:>12.3} {share:>6.1}%\n",
+            secs * 1e3
+        ));
+    }
+    out
 }
 
 /// The median of a non-empty list (the mean of the two middle values for an even count).

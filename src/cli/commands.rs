@@ -22,6 +22,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
                 seed: args.seed,
                 output_dir: args.output,
                 repeat: args.repeat,
+                profile: args.profile,
             };
             let outcome = onnx_opt::run::run_file(&args.model, &cfg)?;
             for o in &outcome.outputs {
@@ -29,6 +30,9 @@ pub fn run(command: Command) -> Result<ExitCode> {
             }
             if let Some(ms) = outcome.median_ms {
                 println!("inference median: {ms:.3} ms");
+            }
+            if let Some(profile) = &outcome.profile {
+                print!("{}", onnx_opt::run::render_profile(profile));
             }
             Ok(ExitCode::SUCCESS)
         }

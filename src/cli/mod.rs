@@ -118,6 +118,9 @@ pub struct RunArgs {
     /// Run inference N times and print the median time (inference only).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub repeat: usize,
+    /// Print the inference time spent per operator type, summed over every run.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 fn parse_input(s: &str) -> Result<(String, PathBuf), String> {

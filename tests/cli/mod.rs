@@ -189,3 +189,28 @@ fn run_reproduces_test_data_and_writes_outputs() {
     let o = onnx_opt(&[&"run", &m, &"--random-inputs"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `run --profile` prints one row per operator type with its node runs summed over repeats.
+#[test]
+fn run_profile_lists_each_op_type() {
+    let m = shared().join("models/squeezenet1_0-opset13/model.onnx");
+    let o = onnx_opt(&[
+        &"run",
+        &m,
+        &"--random-inputs",
+        &"--repeat",
+        &"2",
+        &"--profile",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("op ") && out.contains("total ms"), "{out}");
+    // squeezenet1_0 has 26 Conv nodes; two runs time each twice.
+    let conv = out
+        .lines()
+        .find(|l| l.starts_with("Conv "))
+        .unwrap_or_else(|| panic!("no Conv row in {out}"));
+    let runs: Vec<&str> = conv.split_whitespace().collect();
+    assert_eq!(runs.get(1), Some(&"52"), "{conv}");
+    assert!(out.lines().any(|l| l.starts_with("Concat ")), "{out}");
+}

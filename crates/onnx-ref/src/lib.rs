@@ -30,6 +30,6 @@ pub use random::{random_inputs, random_tensor};
 pub use registry::{
     builtin_registry, eval_node, normalize_domain, KernelCtx, KernelFn, KernelRegistry, LATEST,
 };
-pub use session::{declared_type, model_opsets, DeclaredType, Opsets, Scope, Session};
+pub use session::{declared_type, model_opsets, DeclaredType, Opsets, Profile, Scope, Session};
 pub use tensor::{array_from_vec, check_size, Array, Elem, Tensor, MAX_ELEMENTS};
 pub use value::{MapValue, Sequence, Value};

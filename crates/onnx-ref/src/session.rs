@@ -8,6 +8,7 @@
 //! body that runs many times never looks names up.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use onnx_proto::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 
@@ -168,6 +169,32 @@ pub(crate) enum StepKind {
     Control(Box<ControlPlan>),
     /// An op expanded into its function body.
     Function(Box<FunctionPlan>),
+    /// Outputs computed at planning (`Constant`), cloned (sharing buffers) on each run.
+    Constant(Vec<Value>),
+}
+
+/// A `Constant` node's value does not depend on the run: it is computed once at planning
+/// (decoding its tensor attribute) and shared by every run.
+fn precompute_constant(
+    node: &NodeProto,
+    index: usize,
+    opset: i64,
+    kind: StepKind,
+) -> Result<StepKind> {
+    let is_constant = node.op_type.as_deref() == Some("Constant")
+        && normalize_domain(node.domain.as_deref().unwrap_or("")).is_empty()
+        && node.input.iter().all(String::is_empty);
+    match kind {
+        StepKind::Kernel(kernel) if is_constant => {
+            let ctx = KernelCtx {
+                node,
+                index: Some(index),
+                opset,
+            };
+            Ok(StepKind::Constant(run_kernel(kernel, &ctx, &[])?))
+        }
+        other => Ok(other),
+    }
 }
 
 impl StepKind {
@@ -183,6 +210,7 @@ impl StepKind {
             StepKind::Kernel(kernel) => run_kernel(*kernel, ctx, inputs),
             StepKind::Control(plan) => plan.run(ctx, inputs, frame),
             StepKind::Function(plan) => plan.run(ctx, inputs),
+            StepKind::Constant(values) => Ok(values.clone()),
         }
     }
 }
@@ -466,6 +494,7 @@ impl GraphPlan {
                     .or_else(|| outer_index.get(name).map(|&k| Src::Outer(k)))
             };
             let (opset, kind) = plan_node(node, Some(i), ctx, &sub_visible, &resolve)?;
+            let kind = precompute_constant(node, i, opset, kind)?;
             let resolved: Vec<Option<Option<Src>>> = node
                 .input
                 .iter()
@@ -576,6 +605,16 @@ impl GraphPlan {
     /// default applies); `outer` are the captured values, in `outer_names` order. Returns the
     /// graph outputs in order.
     pub(crate) fn run(&self, inputs: Vec<Option<Value>>, outer: &[&Value]) -> Result<Vec<Value>> {
+        self.run_profiled(inputs, outer, None)
+    }
+
+    /// [`GraphPlan::run`], adding each step's wall time to `profile` when one is given.
+    fn run_profiled(
+        &self,
+        inputs: Vec<Option<Value>>,
+        outer: &[&Value],
+        mut profile: Option<&mut Profile>,
+    ) -> Result<Vec<Value>> {
         if inputs.len() > self.inputs.len() {
             return Err(graph_err(
                 &self.name,
@@ -614,6 +653,7 @@ impl GraphPlan {
             }
         }
         for step in &self.steps {
+            let started = profile.is_some().then(Instant::now);
             let outs = {
                 let frame = Frame {
                     values: &values,
@@ -649,6 +689,9 @@ impl GraphPlan {
             }
             for s in &step.free {
                 values[*s] = None;
+            }
+            if let (Some(p), Some(t)) = (profile.as_deref_mut(), started) {
+                p.add(&step.node, t.elapsed());
             }
         }
         let mut out = Vec::with_capacity(self.outputs.len());
@@ -711,6 +754,41 @@ fn check_input(name: &str, declared: &DeclaredType, value: &Value) -> Result<()>
     Ok(())
 }
 
+/// Wall time spent per operator type over one or more profiled runs.
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    /// `(domain, op_type)` -> (node runs, total time).
+    by_op: BTreeMap<(String, String), (usize, Duration)>,
+}
+
+impl Profile {
+    fn add(&mut self, node: &NodeProto, elapsed: Duration) {
+        let key = (
+            node.domain.clone().unwrap_or_default(),
+            node.op_type.clone().unwrap_or_default(),
+        );
+        let entry = self.by_op.entry(key).or_default();
+        entry.0 += 1;
+        entry.1 += elapsed;
+    }
+
+    /// `(domain, op_type, node runs, total time)`, the most expensive first.
+    pub fn by_op(&self) -> Vec<(&str, &str, usize, Duration)> {
+        let mut rows: Vec<_> = self
+            .by_op
+            .iter()
+            .map(|((d, o), (n, t))| (d.as_str(), o.as_str(), *n, *t))
+            .collect();
+        rows.sort_by(|a, b| b.3.cmp(&a.3).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
+        rows
+    }
+
+    /// Total time of every profiled node.
+    pub fn total(&self) -> Duration {
+        self.by_op.values().map(|(_, t)| *t).sum()
+    }
+}
+
 /// A model prepared for repeated execution.
 #[derive(Debug)]
 pub struct Session {
@@ -764,6 +842,24 @@ impl Session {
     /// Runs the model: `inputs` by name (checked against the declared dtype, rank and static
     /// dims); returns the graph outputs in order.
     pub fn run(&self, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
+        self.run_inner(inputs, None)
+    }
+
+    /// [`Session::run`], adding the time of every top-level node to `profile` (a control-flow
+    /// node or function call counts as one, its body included).
+    pub fn run_profiled(
+        &self,
+        inputs: Vec<(String, Value)>,
+        profile: &mut Profile,
+    ) -> Result<Vec<(String, Value)>> {
+        self.run_inner(inputs, Some(profile))
+    }
+
+    fn run_inner(
+        &self,
+        inputs: Vec<(String, Value)>,
+        profile: Option<&mut Profile>,
+    ) -> Result<Vec<(String, Value)>> {
         let mut feeds: Vec<Option<Value>> = vec![None; self.plan.inputs.len()];
         for (name, value) in inputs {
             let position = self
@@ -779,7 +875,7 @@ impl Session {
             check_input(&declared.name, &declared.declared, &value)?;
             feeds[position] = Some(value);
         }
-        let values = self.plan.run(feeds, &[])?;
+        let values = self.plan.run_profiled(feeds, &[], profile)?;
         Ok(self
             .plan
             .outputs

@@ -111,6 +111,18 @@ fn pow(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
         }
     };
     fn powv<T: Num>(x: &Array<T>, e: &Array<f64>) -> Result<Array<T>> {
+        // A scalar exponent of 1 or 2 (LayerNorm's variance, squared errors): exact without
+        // pow, since a float's square rounded once is what pow rounds to.
+        let scalar = (e.len() == 1 && e.ndim() <= x.ndim())
+            .then(|| e.iter().next().copied())
+            .flatten();
+        if T::IS_FLOAT && e.shape().iter().all(|&d| d == 1) {
+            match scalar {
+                Some(q) if q == 2.0 => return Ok(x.mapv(|p| p.mul(p)).into_shared()),
+                Some(q) if q == 1.0 => return Ok(x.clone()),
+                _ => {}
+            }
+        }
         if T::IS_FLOAT {
             zip_map(x, e, |p, q| T::from_f64(p.to_f64().powf(*q)))
         } else {

@@ -95,6 +95,101 @@ pub(crate) trait GemmElem: Num {
     }
 }
 
+/// Row counts up to which f32 GEMM skips packing (matrixmultiply packs both operands on every
+/// call, which costs more than the product itself for a row or two: a classifier's batch of
+/// one). Above it, packing pays for itself.
+const SMALL_M: usize = 4;
+
+/// Output columns a small-GEMM block keeps in registers.
+const BLOCK_N: usize = 16;
+
+/// A dot product in eight independent lanes (vectorizes; sums in another order than a plain
+/// loop, as any blocked GEMM does).
+#[inline]
+fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (xs, ys) in xc.zip(yc) {
+        for l in 0..8 {
+            lanes[l] += xs[l] * ys[l];
+        }
+    }
+    let mut tail = 0f32;
+    for (p, q) in xr.iter().zip(yr) {
+        tail += p * q;
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// One row of `a` times `BLOCK_N` (or fewer, `w`) columns of a row-major `b` starting at
+/// column `j0`, accumulated in registers over the whole inner dimension.
+#[inline]
+fn row_block_f32(arow: &[f32], b: MatRef<f32>, j0: usize, w: usize) -> [f32; BLOCK_N] {
+    let mut acc = [0f32; BLOCK_N];
+    if w == BLOCK_N {
+        for (p, &av) in arow.iter().enumerate() {
+            let brow = &b.data[p * b.rs + j0..][..BLOCK_N];
+            for l in 0..BLOCK_N {
+                acc[l] += av * brow[l];
+            }
+        }
+    } else {
+        for (p, &av) in arow.iter().enumerate() {
+            let brow = &b.data[p * b.rs + j0..][..w];
+            for (l, bv) in brow.iter().enumerate() {
+                acc[l] += av * bv;
+            }
+        }
+    }
+    acc
+}
+
+/// `c = alpha·a·b + beta·c` for a few rows of `a` (row-contiguous), without packing: blocks of
+/// output columns accumulated in registers when `b` is row-major, dot products when `b` is a
+/// transposed row-major matrix. `None` when the layout is neither.
+#[allow(clippy::too_many_arguments)]
+fn small_gemm_f32(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f32,
+    a: MatRef<f32>,
+    b: MatRef<f32>,
+    beta: f32,
+    c: &mut [f32],
+) -> Option<()> {
+    if m > SMALL_M || a.cs != 1 {
+        return None;
+    }
+    let scaled = |prev: f32| if beta == 0.0 { 0.0 } else { beta * prev };
+    if b.cs == 1 {
+        for i in 0..m {
+            let arow = &a.data[i * a.rs..i * a.rs + k];
+            for j0 in (0..n).step_by(BLOCK_N) {
+                let w = BLOCK_N.min(n - j0);
+                let acc = row_block_f32(arow, b, j0, w);
+                for (cv, v) in c[i * n + j0..][..w].iter_mut().zip(acc) {
+                    *cv = alpha * v + scaled(*cv);
+                }
+            }
+        }
+        return Some(());
+    }
+    if b.rs == 1 {
+        for i in 0..m {
+            let arow = &a.data[i * a.rs..i * a.rs + k];
+            for j in 0..n {
+                let bcol = &b.data[j * b.cs..j * b.cs + k];
+                let cv = &mut c[i * n + j];
+                *cv = alpha * dot_f32(arow, bcol) + scaled(*cv);
+            }
+        }
+        return Some(());
+    }
+    None
+}
+
 impl GemmElem for f32 {
     fn gemm_raw(
         m: usize,
@@ -106,6 +201,9 @@ impl GemmElem for f32 {
         beta: f32,
         c: &mut [f32],
     ) {
+        if small_gemm_f32(m, k, n, alpha, a, b, beta, c).is_some() {
+            return;
+        }
         // SAFETY: `gemm` checked that every (i, j) index of A (m×k), B (k×n) and C (m×n,
         // row-major) lies inside its slice, and C is exclusively borrowed.
         unsafe {
@@ -247,6 +345,24 @@ macro_rules! map_gemm {
     };
 }
 
+/// MatMul's result shape: the batch dims, then m unless A was 1-D, then n unless B was 1-D.
+fn out_shape_final(
+    batch: Vec<usize>,
+    a_rank: usize,
+    b_rank: usize,
+    m: usize,
+    n: usize,
+) -> Vec<usize> {
+    let mut shape = batch;
+    if a_rank > 1 {
+        shape.push(m);
+    }
+    if b_rank > 1 {
+        shape.push(n);
+    }
+    shape
+}
+
 fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array<T>> {
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(RefError::op("MatMul operands must have rank >= 1"));
@@ -307,9 +423,31 @@ fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array<T>> {
         }
         out
     };
+    let mut out = vec![T::zero(); batch_n * m * n];
+    if rb == 2 && batch_n > 1 {
+        // One matrix on the right: the left batch is one tall matrix.
+        T::gemm(
+            batch_n * m,
+            k,
+            n,
+            T::one(),
+            MatRef {
+                data: a_flat,
+                rs: k,
+                cs: 1,
+            },
+            MatRef {
+                data: b_flat,
+                rs: n,
+                cs: 1,
+            },
+            T::zero(),
+            &mut out,
+        )?;
+        return array_from_vec(&out_shape_final(batch, a.ndim(), b.ndim(), m, n), out);
+    }
     let a_off = offsets(&a_shape, m * k);
     let b_off = offsets(&b_shape, k * n);
-    let mut out = vec![T::zero(); batch_n * m * n];
     for (bi, (ao, bo)) in a_off.iter().zip(&b_off).enumerate() {
         T::gemm(
             m,
@@ -330,14 +468,7 @@ fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array<T>> {
             &mut out[bi * m * n..(bi + 1) * m * n],
         )?;
     }
-    let mut final_shape = batch;
-    if a.ndim() > 1 {
-        final_shape.push(m);
-    }
-    if b.ndim() > 1 {
-        final_shape.push(n);
-    }
-    array_from_vec(&final_shape, out)
+    array_from_vec(&out_shape_final(batch, a.ndim(), b.ndim(), m, n), out)
 }
 
 fn matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
@@ -442,4 +573,132 @@ fn gemm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
         let c = match c { Some(c) => Some(typed(c)?), None => None };
         gemm_of(x, typed(b)?, c, trans_a, trans_b, alpha, beta)?
     }, other => return Err(unsupported(ctx, other))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1) with a few exact zeros.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let v = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 16;
+                (v % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// f64 reference of `alpha·a·b + beta·c` for strided operands.
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f32,
+        a: MatRef<f32>,
+        b: MatRef<f32>,
+        beta: f32,
+        c: &[f32],
+    ) -> Vec<f64> {
+        let mut out = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k)
+                    .map(|p| {
+                        a.data[i * a.rs + p * a.cs] as f64 * b.data[p * b.rs + j * b.cs] as f64
+                    })
+                    .sum();
+                let prev = if beta == 0.0 {
+                    0.0
+                } else {
+                    beta as f64 * c[i * n + j] as f64
+                };
+                out[i * n + j] = alpha as f64 * dot + prev;
+            }
+        }
+        out
+    }
+
+    /// The unpacked small-row paths (row-major and transposed B, partial column blocks, beta
+    /// on and off) and the packed path agree with an f64 reference.
+    #[test]
+    fn f32_gemm_paths_match_reference() {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (1, 7, 5),
+            (1, 1280, 1000),
+            (2, 33, 17),
+            (4, 64, 48),
+            (5, 20, 9),
+            (16, 128, 128),
+        ] {
+            for trans_b in [false, true] {
+                for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
+                    let a = values(m * k, 1);
+                    let bv = values(k * n, 2);
+                    let c0 = values(m * n, 3);
+                    let am = MatRef {
+                        data: &a,
+                        rs: k,
+                        cs: 1,
+                    };
+                    let bm = if trans_b {
+                        MatRef {
+                            data: &bv,
+                            rs: 1,
+                            cs: k,
+                        }
+                    } else {
+                        MatRef {
+                            data: &bv,
+                            rs: n,
+                            cs: 1,
+                        }
+                    };
+                    let mut c = c0.clone();
+                    f32::gemm(m, k, n, alpha, am, bm, beta, &mut c).unwrap();
+                    let want = reference(m, k, n, alpha, am, bm, beta, &c0);
+                    for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                        let tol = 1e-4 * (k as f64).sqrt() * (1.0 + w.abs());
+                        assert!(
+                            (*g as f64 - w).abs() <= tol,
+                            "m={m} k={k} n={n} transB={trans_b} alpha={alpha} beta={beta} \
+                             [{idx}]: {g} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// NaN in an operand reaches the outputs it feeds, as in the packed path.
+    #[test]
+    fn small_gemm_propagates_nan() {
+        let (m, k, n) = (1, 3, 20);
+        let mut a = values(m * k, 1);
+        a[1] = f32::NAN;
+        let b = values(k * n, 2);
+        let mut c = vec![0.0; m * n];
+        f32::gemm(
+            m,
+            k,
+            n,
+            1.0,
+            MatRef {
+                data: &a,
+                rs: k,
+                cs: 1,
+            },
+            MatRef {
+                data: &b,
+                rs: n,
+                cs: 1,
+            },
+            0.0,
+            &mut c,
+        )
+        .unwrap();
+        assert!(c.iter().all(|v| v.is_nan()), "{c:?}");
+    }
 }

@@ -1,14 +1,15 @@
 //! The built-in kernels, registered by family, and the helpers they share (broadcasting, axis
 //! normalization, result packing).
 
-use ndarray::{IxDyn, Zip};
+use ndarray::IxDyn;
 
 use crate::error::{RefError, Result};
 use crate::registry::{KernelCtx, KernelRegistry};
-use crate::tensor::{check_size, Array, Tensor};
+use crate::tensor::{Array, Tensor};
 use crate::value::Value;
 
 mod attention;
+mod broadcast;
 mod cast;
 mod conv;
 mod conv_transpose;
@@ -129,21 +130,7 @@ pub(crate) fn broadcast_view<'a, T>(
     })
 }
 
-/// `f` applied elementwise to `a` and `b` under numpy broadcasting.
-pub(crate) fn zip_map<A, B, O: Clone>(
-    a: &Array<A>,
-    b: &Array<B>,
-    f: impl Fn(&A, &B) -> O,
-) -> Result<Array<O>> {
-    if a.shape() == b.shape() {
-        return Ok(Zip::from(a).and(b).map_collect(&f).into_shared());
-    }
-    let shape = broadcast_shapes(a.shape(), b.shape())?;
-    check_size("broadcast result", &shape)?;
-    let av = broadcast_view(a, &shape)?;
-    let bv = broadcast_view(b, &shape)?;
-    Ok(Zip::from(&av).and(&bv).map_collect(&f).into_shared())
-}
+pub(crate) use broadcast::zip_map;
 
 /// An axis in `[-rank, rank)` as an index.
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize> {

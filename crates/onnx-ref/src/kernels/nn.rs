@@ -29,7 +29,7 @@ fn map_rows<T: Real>(
     a: &Array<T>,
     axis: usize,
     coerce_2d: bool,
-    f: impl Fn(&[T], &mut [T]),
+    mut f: impl FnMut(&[T], &mut [T]),
 ) -> Result<Array<T>> {
     let rank = a.ndim();
     let shape = a.shape().to_vec();
@@ -66,7 +66,9 @@ fn softmax_axis(ctx: &KernelCtx, x: &Tensor) -> Result<(usize, bool)> {
     Ok((norm_axis(ctx.attr_int("axis", default)?, rank)?, coerce))
 }
 
-fn softmax_row<T: Real>(src: &[T], dst: &mut [T], log: bool) {
+/// Softmax (or log-softmax) of one row, computed in `T::Acc`; `exps` is scratch space reused
+/// across rows, so each exponential is computed once.
+fn softmax_row<T: Real>(src: &[T], dst: &mut [T], log: bool, exps: &mut Vec<T::Acc>) {
     let m = src
         .iter()
         .map(|v| v.acc())
@@ -77,10 +79,18 @@ fn softmax_row<T: Real>(src: &[T], dst: &mut [T], log: bool) {
                 a
             }
         });
-    let sum: T::Acc = src.iter().map(|v| (v.acc() - m).exp()).sum();
-    for (d, s) in dst.iter_mut().zip(src) {
-        let e = s.acc() - m;
-        *d = T::from_acc(if log { e - sum.ln() } else { e.exp() / sum });
+    exps.clear();
+    exps.extend(src.iter().map(|v| (v.acc() - m).exp()));
+    let sum: T::Acc = exps.iter().copied().sum();
+    if log {
+        let ln_sum = sum.ln();
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = T::from_acc(s.acc() - m - ln_sum);
+        }
+    } else {
+        for (d, e) in dst.iter_mut().zip(exps.iter()) {
+            *d = T::from_acc(*e / sum);
+        }
     }
 }
 
@@ -93,7 +103,7 @@ fn softmax(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     }
     let (axis, coerce) = softmax_axis(ctx, x)?;
     one(
-        map_float!(x, a => map_rows(a, axis, coerce, |s, d| softmax_row(s, d, false))?, other => return Err(unsupported(ctx, other))),
+        map_float!(x, a => map_rows(a, axis, coerce, { let mut exps = Vec::new(); move |s, d| softmax_row(s, d, false, &mut exps) })?, other => return Err(unsupported(ctx, other))),
     )
 }
 
@@ -104,7 +114,7 @@ fn log_softmax(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>>
     }
     let (axis, coerce) = softmax_axis(ctx, x)?;
     one(
-        map_float!(x, a => map_rows(a, axis, coerce, |s, d| softmax_row(s, d, true))?, other => return Err(unsupported(ctx, other))),
+        map_float!(x, a => map_rows(a, axis, coerce, { let mut exps = Vec::new(); move |s, d| softmax_row(s, d, true, &mut exps) })?, other => return Err(unsupported(ctx, other))),
     )
 }
 

@@ -242,20 +242,16 @@ fn sign(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
 fn clip(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let t = ctx.input(inputs, 0)?;
     fn clip_of<T: Num>(a: &Array<T>, lo: Option<T>, hi: Option<T>) -> Array<T> {
-        a.mapv(|x| {
-            let mut y = x;
-            if let Some(l) = lo {
-                if y < l {
-                    y = l;
-                }
-            }
-            if let Some(h) = hi {
-                if y > h {
-                    y = h;
-                }
-            }
-            y
-        })
+        // One loop per bound combination, so the bounds are not re-tested per element. NaN
+        // passes through (every comparison with it is false).
+        let above = |x: T, l: T| if x < l { l } else { x };
+        let below = |x: T, h: T| if x > h { h } else { x };
+        match (lo, hi) {
+            (Some(l), Some(h)) => a.mapv(|x| below(above(x, l), h)),
+            (Some(l), None) => a.mapv(|x| above(x, l)),
+            (None, Some(h)) => a.mapv(|x| below(x, h)),
+            (None, None) => return a.clone(),
+        }
         .into_shared()
     }
     if ctx.opset < 11 {
