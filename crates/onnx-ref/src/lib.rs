@@ -13,6 +13,7 @@ mod control;
 mod dtype;
 mod error;
 mod function;
+mod gradient;
 pub mod kernels;
 pub mod minifloat;
 mod numeric;

@@ -54,6 +54,7 @@ impl KernelRegistry {
     pub fn with_builtin_kernels() -> Self {
         let mut reg = Self::new();
         crate::kernels::register_all(&mut reg);
+        crate::gradient::register_internal_kernels(&mut reg);
         reg
     }
 

@@ -2,8 +2,9 @@
 //! last uses, initializers decoded, subgraphs and function bodies planned recursively) and then
 //! runs it on inputs, freeing each intermediate after its last use.
 //!
-//! A step is a kernel, a control-flow node with its planned subgraphs (`crate::control`), or an
-//! op expanded into its function body (`crate::function`). A subgraph reads outer-scope values
+//! A step is a kernel, a control-flow node with its planned subgraphs (`crate::control`), an
+//! op expanded into its function body (`crate::function`), or a Gradient node with its
+//! generated backward graph (`crate::gradient`). A subgraph reads outer-scope values
 //! through captures resolved at planning time to slots of the enclosing graph (`Src`), so a loop
 //! body that runs many times never looks names up.
 
@@ -16,6 +17,7 @@ use crate::control::{self, subgraph_reads, ControlPlan};
 use crate::dtype::DType;
 use crate::error::{NodeRef, RefError, Result};
 use crate::function::{self, local_functions, FunctionKey, FunctionPlan, LocalFunctions};
+use crate::gradient::{self, GradientPlan};
 use crate::registry::{
     builtin_registry, normalize_domain, run_kernel, KernelCtx, KernelFn, KernelRegistry,
 };
@@ -169,6 +171,8 @@ pub(crate) enum StepKind {
     Control(Box<ControlPlan>),
     /// An op expanded into its function body.
     Function(Box<FunctionPlan>),
+    /// A Gradient node with its planned backward graph.
+    Gradient(Box<GradientPlan>),
     /// Outputs computed at planning (`Constant`), cloned (sharing buffers) on each run.
     Constant(Vec<Value>),
 }
@@ -210,6 +214,7 @@ impl StepKind {
             StepKind::Kernel(kernel) => run_kernel(*kernel, ctx, inputs),
             StepKind::Control(plan) => plan.run(ctx, inputs, frame),
             StepKind::Function(plan) => plan.run(ctx, inputs),
+            StepKind::Gradient(plan) => plan.run(ctx, inputs, frame),
             StepKind::Constant(values) => Ok(values.clone()),
         }
     }
@@ -284,12 +289,56 @@ pub(crate) fn graph_err(graph: &str, reason: impl Into<String>) -> RefError {
     }
 }
 
+/// Plans `graph` as a subgraph of `node_ref` (its attribute or generated graph `part`) and
+/// resolves the outer values it captures to where they live in the owner's frame.
+fn plan_subgraph(
+    graph: &GraphProto,
+    child: &PlanCtx,
+    node_ref: &NodeRef,
+    part: &str,
+    outer_visible: &dyn Fn(&str) -> bool,
+    resolve: &dyn Fn(&str) -> Option<Src>,
+) -> Result<SubPlan> {
+    let plan = GraphPlan::build(graph, child, outer_visible)
+        .map_err(|e| RefError::nested(node_ref, part, e))?;
+    let captures = plan
+        .outer_names
+        .iter()
+        .map(|name| {
+            resolve(name).ok_or_else(|| {
+                RefError::nested(
+                    node_ref,
+                    part,
+                    graph_err(
+                        &plan.name,
+                        format!("outer-scope value '{name}' is not defined"),
+                    ),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(SubPlan { plan, captures })
+}
+
 /// Decides how a node runs: a registered kernel wins, then control flow, then a function body
 /// (model-local or from the schema); otherwise `MissingKernel`. `outer_visible` says which
 /// names the node's subgraphs may capture and `resolve` where they live.
 pub(crate) fn plan_node(
     node: &NodeProto,
     index: Option<usize>,
+    ctx: &PlanCtx,
+    outer_visible: &dyn Fn(&str) -> bool,
+    resolve: &dyn Fn(&str) -> Option<Src>,
+) -> Result<(i64, StepKind)> {
+    plan_node_in(node, index, None, ctx, outer_visible, resolve)
+}
+
+/// `plan_node` for a node of `enclosing` (a Gradient node differentiates its enclosing graph;
+/// without one it is an error).
+fn plan_node_in(
+    node: &NodeProto,
+    index: Option<usize>,
+    enclosing: Option<&GraphProto>,
     ctx: &PlanCtx,
     outer_visible: &dyn Fn(&str) -> bool,
     resolve: &dyn Fn(&str) -> Option<Src>,
@@ -305,32 +354,35 @@ pub(crate) fn plan_node(
     if let Some(kernel) = ctx.registry.lookup(domain, kctx.op(), opset) {
         return Ok((opset, StepKind::Kernel(kernel)));
     }
+    let node_ref = kctx.node_ref();
     if control::is_control_op(domain, kctx.op()) {
-        let node_ref = kctx.node_ref();
         let mut build_sub = |part: &str, graph: &GraphProto| -> Result<SubPlan> {
             let child = ctx.descend(&node_ref)?;
-            let plan = GraphPlan::build(graph, &child, outer_visible)
-                .map_err(|e| RefError::nested(&node_ref, part, e))?;
-            let captures = plan
-                .outer_names
-                .iter()
-                .map(|name| {
-                    resolve(name).ok_or_else(|| {
-                        RefError::nested(
-                            &node_ref,
-                            part,
-                            graph_err(
-                                &plan.name,
-                                format!("outer-scope value '{name}' is not defined"),
-                            ),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(SubPlan { plan, captures })
+            plan_subgraph(graph, &child, &node_ref, part, outer_visible, resolve)
         };
         let plan = control::plan_control(&kctx, &mut build_sub)?;
         return Ok((opset, StepKind::Control(Box::new(plan))));
+    }
+    if gradient::is_gradient_op(domain, kctx.op()) && opset == 1 {
+        let Some(graph) = enclosing else {
+            return Err(
+                kctx.err("Gradient differentiates its enclosing graph; run it inside a Session")
+            );
+        };
+        let backward = gradient::gradient_graph(&kctx, graph, outer_visible, &ctx.opsets)?;
+        let mut child = ctx.descend(&node_ref)?;
+        child
+            .opsets
+            .insert(gradient::INTERNAL_DOMAIN.to_string(), 1);
+        let body = plan_subgraph(
+            &backward,
+            &child,
+            &node_ref,
+            "gradient graph",
+            outer_visible,
+            resolve,
+        )?;
+        return Ok((opset, StepKind::Gradient(Box::new(GradientPlan::new(body)))));
     }
     if let Some(plan) = function::plan_function(&kctx, ctx)? {
         return Ok((opset, StepKind::Function(Box::new(plan))));
@@ -401,12 +453,14 @@ impl GraphPlan {
         let reads: Vec<Vec<String>> = graph
             .node
             .iter()
-            .map(|n| {
+            .enumerate()
+            .map(|(i, n)| {
                 n.input
                     .iter()
                     .filter(|i| !i.is_empty())
                     .cloned()
                     .chain(subgraph_reads(n))
+                    .chain(gradient::gradient_reads(n, i, graph))
                     .collect()
             })
             .collect();
@@ -493,7 +547,8 @@ impl GraphPlan {
                     .map(|&s| Src::Local(s))
                     .or_else(|| outer_index.get(name).map(|&k| Src::Outer(k)))
             };
-            let (opset, kind) = plan_node(node, Some(i), ctx, &sub_visible, &resolve)?;
+            let (opset, kind) =
+                plan_node_in(node, Some(i), Some(graph), ctx, &sub_visible, &resolve)?;
             let kind = precompute_constant(node, i, opset, kind)?;
             let resolved: Vec<Option<Option<Src>>> = node
                 .input
@@ -549,8 +604,9 @@ impl GraphPlan {
                     last_use.insert(*s, k);
                 }
             }
-            for name in subgraph_reads(&step.node) {
-                if let Some(&s) = slots.get(&name) {
+            // Subgraph and Gradient reads count as reads of the node that owns them.
+            for name in reads.get(step.node_index).map(Vec::as_slice).unwrap_or(&[]) {
+                if let Some(&s) = slots.get(name) {
                     last_use.insert(s, k);
                 }
             }
