@@ -304,8 +304,10 @@ fn depthwise_impl<T: Real>(
             let xc = &x[(ni * c + ci) * ivol..][..ivol];
             if s > 1 {
                 for (r, src) in xc.chunks_exact(iw).enumerate() {
-                    for (col, v) in src.iter().enumerate() {
-                        phases[((col % s) * rows + r) * phase_w + col / s] = *v;
+                    for (q, group) in src.chunks(s).enumerate() {
+                        for (p, v) in group.iter().enumerate() {
+                            phases[(p * rows + r) * phase_w + q] = *v;
+                        }
                     }
                 }
             }

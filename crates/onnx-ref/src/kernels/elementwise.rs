@@ -118,8 +118,8 @@ fn pow(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
             .flatten();
         if T::IS_FLOAT && e.shape().iter().all(|&d| d == 1) {
             match scalar {
-                Some(q) if q == 2.0 => return Ok(x.mapv(|p| p.mul(p)).into_shared()),
-                Some(q) if q == 1.0 => return Ok(x.clone()),
+                Some(2.0) => return Ok(x.mapv(|p| p.mul(p)).into_shared()),
+                Some(1.0) => return Ok(x.clone()),
                 _ => {}
             }
         }

@@ -134,11 +134,80 @@ fn max_pool_of<T: Num>(a: &Array<T>, w: &Window, col_major: bool) -> Result<(Vec
     Ok((out, idx))
 }
 
+/// MaxPool without the indices output: for each output row, every in-bounds kernel row and
+/// column tap folds a strided run of the input into the row. Same result as `max_pool_of`:
+/// the largest non-NaN value, NaN (floats) or the lowest value (ints) when there is none.
+fn max_pool_values<T: Num>(a: &Array<T>, w: &Window) -> Result<Vec<T>> {
+    let std = a.as_standard_layout();
+    let xs = std
+        .as_slice()
+        .ok_or_else(|| crate::error::RefError::op("input is not contiguous"))?;
+    let planes = a.shape()[0] * a.shape()[1];
+    let (ivol, pvol) = (w.input_volume(), w.output_volume());
+    let [od, oh, ow] = w.output;
+    let [id, ih, iw] = w.input;
+    let [kd, kh, kw] = w.kernel;
+    let s = w.stride[2];
+    let empty = if T::IS_FLOAT {
+        T::from_f64(f64::NAN)
+    } else {
+        T::lowest()
+    };
+    let fold = |best: T, v: T| {
+        if v.is_nan() || !(best.is_nan() || v > best) {
+            best
+        } else {
+            v
+        }
+    };
+    // Per column tap: output columns [lo, hi) and the first input column they read.
+    let col_taps: Vec<(usize, usize, usize)> = (0..kw)
+        .filter_map(|e| {
+            let (lo, hi) = w.valid_range(2, e);
+            let off = (e * w.dilation[2]) as isize - w.pad_begin[2] as isize;
+            (lo < hi).then(|| (lo, hi, (lo as isize * s as isize + off) as usize))
+        })
+        .collect();
+    let mut out = vec![empty; planes * pvol];
+    for p in 0..planes {
+        let plane = &xs[p * ivol..][..ivol];
+        for z in 0..od {
+            for y in 0..oh {
+                let row = &mut out[p * pvol + (z * oh + y) * ow..][..ow];
+                for a in 0..kd {
+                    let iz = w.coord(0, z, a);
+                    if iz < 0 || iz >= id as isize {
+                        continue;
+                    }
+                    for b in 0..kh {
+                        let iy = w.coord(1, y, b);
+                        if iy < 0 || iy >= ih as isize {
+                            continue;
+                        }
+                        let src = &plane[(iz as usize * ih + iy as usize) * iw..][..iw];
+                        for &(lo, hi, first) in &col_taps {
+                            let run = src[first..].iter().step_by(s);
+                            for (d, v) in row[lo..hi].iter_mut().zip(run) {
+                                *d = fold(*d, *v);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn max_pool(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let x = ctx.input(inputs, 0)?;
     let w = pool_window(ctx, x)?;
     let col_major = ctx.attr_int("storage_order", 0)? == 1;
     let shape = out_shape(x, &w);
+    if !ctx.wants_output(1) {
+        let y = map_numeric!(x, a => array_from_vec(&shape, max_pool_values(a, &w)?)?, other => return Err(unsupported(ctx, other)));
+        return one(y);
+    }
     let indices;
     let y = map_numeric!(x, a => {
         let (v, i) = max_pool_of(a, &w, col_major)?;
@@ -257,4 +326,69 @@ fn global_lp_pool(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
         })
     }
     one(map_float!(x, a => glp(a, p)?, other => return Err(unsupported(ctx, other))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{int_attr, node, t};
+    use crate::registry::eval_node;
+    use onnx_proto::AttributeProto;
+
+    fn ints(name: &str, v: &[i64]) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            ints: v.to_vec(),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Ints as i32),
+            ..Default::default()
+        }
+    }
+
+    /// The row-wise MaxPool (no indices output) equals the per-window one (with indices) on
+    /// strides, dilations, padding, ceil mode and NaN inputs, including all-NaN windows.
+    #[test]
+    fn max_pool_without_indices_matches_window_path() {
+        let (h, w) = (7usize, 9usize);
+        let mut x: Vec<f32> = (0..2 * h * w)
+            .map(|i| ((i * 37) % 23) as f32 - 11.0)
+            .collect();
+        for i in [3, 4, 5, 12, 13, 14, 21, 22, 23, 40] {
+            x[i] = f32::NAN;
+        }
+        let configs: Vec<Vec<AttributeProto>> = vec![
+            vec![ints("kernel_shape", &[3, 3])],
+            vec![ints("kernel_shape", &[3, 3]), ints("strides", &[2, 2])],
+            vec![
+                ints("kernel_shape", &[3, 2]),
+                ints("strides", &[2, 3]),
+                ints("pads", &[1, 1, 1, 0]),
+                int_attr("ceil_mode", 1),
+            ],
+            vec![ints("kernel_shape", &[2, 2]), ints("dilations", &[2, 2])],
+            vec![ints("kernel_shape", &[1, 3]), ints("strides", &[1, 3])],
+        ];
+        for attrs in configs {
+            let plain = node("MaxPool", &["x"], attrs.clone());
+            let mut with_idx = plain.clone();
+            with_idx.output.push("i".into());
+            let input = [t(&[1, 2, h, w], x.clone())];
+            let a = eval_node(&plain, 12, &input)
+                .unwrap()
+                .remove(0)
+                .into_tensor()
+                .unwrap();
+            let b = eval_node(&with_idx, 12, &input)
+                .unwrap()
+                .remove(0)
+                .into_tensor()
+                .unwrap();
+            assert_eq!(a.shape(), b.shape(), "{attrs:?}");
+            let (av, bv) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
+            for (p, q) in av.iter().zip(&bv) {
+                assert!(
+                    p == q || (p.is_nan() && q.is_nan()),
+                    "{attrs:?}: {av:?} vs {bv:?}"
+                );
+            }
+        }
+    }
 }
