@@ -179,12 +179,7 @@ pub(crate) enum StepKind {
 
 /// A `Constant` node's value does not depend on the run: it is computed once at planning
 /// (decoding its tensor attribute) and shared by every run.
-fn precompute_constant(
-    node: &NodeProto,
-    index: usize,
-    opset: i64,
-    kind: StepKind,
-) -> Result<StepKind> {
+fn precompute_constant(node: &NodeProto, index: usize, opset: i64, kind: StepKind) -> StepKind {
     let is_constant = node.op_type.as_deref() == Some("Constant")
         && normalize_domain(node.domain.as_deref().unwrap_or("")).is_empty()
         && node.input.iter().all(String::is_empty);
@@ -195,9 +190,14 @@ fn precompute_constant(
                 index: Some(index),
                 opset,
             };
-            Ok(StepKind::Constant(run_kernel(kernel, &ctx, &[])?))
+            // A malformed Constant keeps its kernel and fails when (if ever) it runs, as
+            // any other node does: a branch that is never taken must not fail planning.
+            match run_kernel(kernel, &ctx, &[]) {
+                Ok(values) => StepKind::Constant(values),
+                Err(_) => StepKind::Kernel(kernel),
+            }
         }
-        other => Ok(other),
+        other => other,
     }
 }
 
@@ -549,7 +549,7 @@ impl GraphPlan {
             };
             let (opset, kind) =
                 plan_node_in(node, Some(i), Some(graph), ctx, &sub_visible, &resolve)?;
-            let kind = precompute_constant(node, i, opset, kind)?;
+            let kind = precompute_constant(node, i, opset, kind);
             let resolved: Vec<Option<Option<Src>>> = node
                 .input
                 .iter()
