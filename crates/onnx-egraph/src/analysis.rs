@@ -94,6 +94,21 @@ pub struct OnnxAnalysis {
     pub fold_failures: Vec<(String, String)>,
     /// Folds skipped because the result was over budget.
     pub over_budget: usize,
+    /// The model's opset per (normalized) domain: kernels and inference of an op bound at the
+    /// model's opset run at it; ops bound elsewhere (conversion) run at their since_version.
+    pub opsets: std::collections::BTreeMap<String, i64>,
+    /// The next discriminator for a nondeterministic op.
+    pub next_unique: u32,
+    /// Unions refused by rule appliers (different types or different constants).
+    pub refusals: Vec<Refusal>,
+}
+
+/// A union a rule asked for and the engine refused, because it would have merged values of
+/// different types or two different constants. The run goes on without it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Refusal {
+    pub rule: String,
+    pub reason: String,
 }
 
 /// Type and symbolic value of one output of a tuple.
@@ -117,6 +132,9 @@ pub struct ClassData {
     pub attr: Option<AttrId>,
     /// Value names this class had in the input model.
     pub names: BTreeSet<String>,
+    /// The value does not depend on any graph input (a constant subgraph, computable when a
+    /// runtime loads the model), though it may not be folded.
+    pub input_free: bool,
 }
 
 impl OnnxAnalysis {
@@ -147,10 +165,60 @@ impl OnnxAnalysis {
         Ok(v)
     }
 
+    /// The opset an op's kernel and inference run at: the model's opset of its domain when the
+    /// op binds the same schema there, else its since_version.
+    pub fn effective_opset(&self, info: &crate::tables::OpInfo) -> i64 {
+        let domain = onnx_schema::normalize_domain(&info.domain);
+        match self.opsets.get(domain) {
+            Some(&v)
+                if v >= info.since_version
+                    && onnx_schema::registry()
+                        .lookup(domain, &info.op_type, v)
+                        .is_none_or(|s| s.since_version == info.since_version) =>
+            {
+                v
+            }
+            _ => info.since_version,
+        }
+    }
+
+    /// True when two constants hold the same elements (same type, shape and bits).
+    pub fn same_constant(&mut self, a: ConstId, b: ConstId) -> bool {
+        if a == b {
+            return true;
+        }
+        let (ta, tb) = (&self.consts.get(a).tensor, &self.consts.get(b).tensor);
+        if ta.data_type != tb.data_type || ta.dims != tb.dims {
+            return false;
+        }
+        match (self.const_value(a), self.const_value(b)) {
+            (Ok(x), Ok(y)) => match (&*x, &*y) {
+                // Bitwise: NaN equals the same NaN, -0 differs from +0.
+                (onnx_ref::Value::Tensor(x), onnx_ref::Value::Tensor(y)) => {
+                    x.to_proto("") == y.to_proto("")
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     /// Stores a tensor value computed by folding, returning its id.
     pub fn intern_value(&mut self, value: &onnx_ref::Tensor) -> ConstId {
         let proto: TensorProto = value.to_proto("");
         self.consts.intern(proto)
+    }
+}
+
+impl OnnxAnalysis {
+    fn merge_cause(&self) -> MergeCause {
+        match &self.current_rule {
+            Some(r) => MergeCause::Rule(r.clone()),
+            None if !self.rules_this_iteration.is_empty() => {
+                MergeCause::Congruence(self.rules_this_iteration.clone())
+            }
+            None => MergeCause::Lifting,
+        }
     }
 }
 
@@ -161,10 +229,12 @@ impl Analysis<ONode> for OnnxAnalysis {
         match enode.kind {
             NodeKind::Attr(a) => ClassData {
                 attr: Some(a),
+                input_free: true,
                 ..Default::default()
             },
             NodeKind::Const(c) => ClassData {
                 constant: Some(c),
+                input_free: true,
                 ty: Some(crate::types::tensor_type_of(
                     &egraph.analysis.consts.get(c).tensor,
                 )),
@@ -183,6 +253,7 @@ impl Analysis<ONode> for OnnxAnalysis {
                     .unwrap_or_default();
                 ClassData {
                     constant,
+                    input_free: t.input_free,
                     ty: match constant {
                         Some(c) => Some(crate::types::tensor_type_of(
                             &egraph.analysis.consts.get(c).tensor,
@@ -193,10 +264,18 @@ impl Analysis<ONode> for OnnxAnalysis {
                     ..Default::default()
                 }
             }
-            NodeKind::Op(op) => crate::fold::analyze_op(egraph, op, &enode.children),
-            NodeKind::Input(_) | NodeKind::None | NodeKind::Unique(_) | NodeKind::Root => {
-                ClassData::default()
+            NodeKind::Op(op) => {
+                let mut d = crate::fold::analyze_op(egraph, op, &enode.children);
+                d.input_free = d.constant.is_some()
+                    || (!egraph.analysis.ops.get(op).nondeterministic
+                        && enode.children.iter().all(|&c| egraph[c].data.input_free));
+                d
             }
+            NodeKind::None => ClassData {
+                input_free: true,
+                ..Default::default()
+            },
+            NodeKind::Input(_) | NodeKind::Unique(_) | NodeKind::Root => ClassData::default(),
         }
     }
 
@@ -211,18 +290,12 @@ impl Analysis<ONode> for OnnxAnalysis {
             (Some(_), None) => changed_b = true,
             (Some(ta), Some(tb)) => {
                 if !crate::types::compatible(ta, &tb) {
-                    let cause = match &self.current_rule {
-                        Some(r) => MergeCause::Rule(r.clone()),
-                        None if !self.rules_this_iteration.is_empty() => {
-                            MergeCause::Congruence(self.rules_this_iteration.clone())
-                        }
-                        None => MergeCause::Lifting,
-                    };
-                    self.conflicts.push(TypeConflict {
+                    let conflict = TypeConflict {
                         left: crate::types::describe(ta),
                         right: crate::types::describe(&tb),
-                        cause,
-                    });
+                        cause: self.merge_cause(),
+                    };
+                    self.conflicts.push(conflict);
                 } else if crate::types::more_specific(&tb, ta) {
                     a.ty = Some(tb);
                     changed_a = true;
@@ -238,27 +311,50 @@ impl Analysis<ONode> for OnnxAnalysis {
                 changed_a = true;
             }
             (Some(_), None) => changed_b = true,
+            (Some(x), Some(y)) if x != y => {
+                if !self.same_constant(x, y) {
+                    let conflict = TypeConflict {
+                        left: format!("constant #{}", x.0),
+                        right: format!("constant #{}", y.0),
+                        cause: self.merge_cause(),
+                    };
+                    self.conflicts.push(conflict);
+                }
+                changed_b = true;
+            }
             _ => {}
         }
-        if a.tuple_constants.is_none() && b.tuple_constants.is_some() {
-            a.tuple_constants = b.tuple_constants;
-            changed_a = true;
-        } else if a.tuple_constants.is_some() && b.tuple_constants.is_none() {
-            changed_b = true;
+        fn take<T>(a: &mut Option<T>, b: Option<T>, ca: &mut bool, cb: &mut bool) {
+            match (a.is_some(), b.is_some()) {
+                (false, true) => {
+                    *a = b;
+                    *ca = true;
+                }
+                (true, false) => *cb = true,
+                _ => {}
+            }
         }
-        if a.sym.is_none() && b.sym.is_some() {
-            a.sym = b.sym;
-            changed_a = true;
-        } else if a.sym.is_some() && b.sym.is_none() {
-            changed_b = true;
-        }
-        if a.tuple_types.is_none() && b.tuple_types.is_some() {
-            a.tuple_types = b.tuple_types;
-            changed_a = true;
-        }
-        if a.attr.is_none() && b.attr.is_some() {
-            a.attr = b.attr;
-            changed_a = true;
+        take(
+            &mut a.tuple_constants,
+            b.tuple_constants,
+            &mut changed_a,
+            &mut changed_b,
+        );
+        take(&mut a.sym, b.sym, &mut changed_a, &mut changed_b);
+        take(
+            &mut a.tuple_types,
+            b.tuple_types,
+            &mut changed_a,
+            &mut changed_b,
+        );
+        take(&mut a.attr, b.attr, &mut changed_a, &mut changed_b);
+        if a.input_free != b.input_free {
+            if b.input_free {
+                a.input_free = true;
+                changed_a = true;
+            } else {
+                changed_b = true;
+            }
         }
         let before = a.names.len();
         let b_len = b.names.len();

@@ -17,28 +17,46 @@ pub trait CostModel {
     fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64;
 }
 
-/// Plain node count: every operator costs 1; constants and leaves are nearly free.
+/// Bytes of constant data that cost as much as one operator under [`NodeCount`]: a rewrite that
+/// saves a node but duplicates a large weight does not pay.
+pub const CONST_BYTES_PER_NODE: f64 = 65536.0;
+
+/// What an operator that depends on no graph input costs: a runtime computes it once, when it
+/// loads the model (it is constant folding left lazy to keep the file small).
+pub const INPUT_FREE_OP: f64 = 0.01;
+
+/// Plain node count: every operator that depends on a graph input costs 1 (the others
+/// [`INPUT_FREE_OP`]); a constant costs its bytes
+/// ([`CONST_BYTES_PER_NODE`] per node) plus a small amount per tensor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeCount;
 
 impl CostModel for NodeCount {
-    fn node_cost(&self, _egraph: &OnnxEGraph, _class: Id, node: &ONode) -> f64 {
+    fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64 {
         match node.kind {
+            // A folded class is written as its constant, never recomputed.
+            NodeKind::Op(_) if egraph[class].data.constant.is_some() => f64::INFINITY,
+            NodeKind::Op(_) if egraph[class].data.input_free => INPUT_FREE_OP,
             NodeKind::Op(_) => 1.0,
-            NodeKind::Const(_) => 0.001,
+            NodeKind::Const(c) => {
+                0.001 + egraph.analysis.consts.get(c).bytes as f64 / CONST_BYTES_PER_NODE
+            }
             _ => 0.0,
         }
     }
 }
 
 /// Estimated latency: per op, the bytes it moves and the arithmetic it does, from the shapes
-/// the analysis knows (unknown shapes count as one element); constants cost their size.
+/// the analysis knows (unknown shapes count as one element); constants cost their bytes (read
+/// once: a tenth of an op's traffic per byte), so duplicated weights are never free.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Latency;
 
 impl CostModel for Latency {
     fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64 {
         match node.kind {
+            NodeKind::Op(_) if egraph[class].data.constant.is_some() => f64::INFINITY,
+            NodeKind::Op(_) if egraph[class].data.input_free => INPUT_FREE_OP,
             NodeKind::Op(op) => {
                 let out = crate::cost::elements(egraph, class);
                 let ins: f64 = node
@@ -49,7 +67,7 @@ impl CostModel for Latency {
                 let info = egraph.analysis.ops.get(op);
                 crate::cost::op_cost(&info.op_type, out, ins)
             }
-            NodeKind::Const(c) => 1e-3 * egraph.analysis.consts.get(c).bytes as f64 / 1e6,
+            NodeKind::Const(c) => 1e-3 + egraph.analysis.consts.get(c).bytes as f64 / 1e4,
             _ => 0.0,
         }
     }

@@ -182,7 +182,7 @@ fn infer_op(
         .collect();
     let Ok(outputs) = onnx_schema::infer::infer_node(
         schema,
-        info.opset_version,
+        egraph.analysis.effective_opset(info),
         attribute,
         &infos,
         info.n_outputs.max(1),
@@ -288,7 +288,7 @@ fn fold_op(
         attribute,
         ..Default::default()
     };
-    let outputs = match onnx_ref::eval_node(&node, info.opset_version, &values) {
+    let outputs = match onnx_ref::eval_node(&node, egraph.analysis.effective_opset(info), &values) {
         Ok(o) => o,
         Err(e) => {
             egraph

@@ -9,6 +9,7 @@
 //! - [`optimize_model`]: the whole path for a model.
 
 pub mod analysis;
+pub mod build;
 pub mod cost;
 pub mod emit;
 pub mod extract;
@@ -16,14 +17,19 @@ mod fold;
 pub mod lang;
 pub mod lift;
 mod pipeline;
+pub mod rules;
 pub mod saturate;
 pub mod tables;
 pub mod types;
 
-pub use analysis::{ClassData, FoldOptions, MergeCause, OnnxAnalysis, OnnxEGraph, TypeConflict};
+pub use analysis::{
+    ClassData, FoldOptions, MergeCause, OnnxAnalysis, OnnxEGraph, Refusal, TypeConflict,
+};
+pub use build::{AttrArg, OpBuilder, Roles};
 pub use extract::{extract_dag, AtOpset, CostModel, Latency, NodeCount, Selection};
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use pipeline::{optimize_model, CostKind, GraphReport, OptimizeOptions, OptimizeReport};
+pub use rules::{explain_rule, GuardCtx, GuardRegistry, RuleSet, SiteReport, SiteVerdict, Val};
 pub use saturate::{Phase, PhaseReport, PhaseStop};
 
 /// Errors of the e-graph layer.
@@ -37,6 +43,8 @@ pub enum EGraphError {
     },
     #[error("{0}")]
     Ir(String),
+    #[error("building {op}: {message}")]
+    Build { op: String, message: String },
     #[error("extraction found no finite-cost graph (every candidate was forbidden or cyclic)")]
     NoExtraction,
     #[error("phase '{phase}': {cause} merged values of different types ({left} vs {right}): the rule is unsound")]
@@ -48,6 +56,8 @@ pub enum EGraphError {
     },
     #[error("the optimized graph fails the checker: {0}")]
     Check(String),
+    #[error("no rule named '{0}'")]
+    UnknownRule(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

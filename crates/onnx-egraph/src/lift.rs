@@ -9,11 +9,10 @@ use std::collections::BTreeMap;
 use egg::Id;
 use onnx_ir::{Attribute, Graph, Model, NodeId, ValueId};
 use onnx_proto::AttributeProto;
-use onnx_schema::NodeDeterminism;
 
 use crate::analysis::{FoldOptions, OnnxAnalysis, OnnxEGraph};
+use crate::build::{AttrArg, OpBuilder};
 use crate::lang::{NodeKind, ONode};
-use crate::tables::OpInfo;
 use crate::EGraphError;
 
 /// Where a lifted node came from, so extraction can keep its name and metadata.
@@ -40,17 +39,10 @@ pub struct Lifted {
     pub initializer_names: BTreeMap<String, ValueId>,
     /// Class of every IR value, by value id.
     pub value_class: BTreeMap<ValueId, Id>,
+    /// Consumers of each class in the graph as lifted (nodes reading it, graph outputs), for
+    /// the `single_use` guard.
+    pub uses: Vec<(Id, usize)>,
 }
-
-/// Names of ops whose result is not a function of their inputs, whatever a schema says.
-const RANDOM_OPS: &[&str] = &[
-    "RandomNormal",
-    "RandomUniform",
-    "RandomNormalLike",
-    "RandomUniformLike",
-    "Bernoulli",
-    "Multinomial",
-];
 
 /// Lifts the main graph of a model.
 pub fn lift_model(model: &Model, fold: FoldOptions) -> Result<Lifted, EGraphError> {
@@ -74,6 +66,7 @@ pub fn lift_graph(
     fold: FoldOptions,
 ) -> Result<Lifted, EGraphError> {
     let mut egraph = OnnxEGraph::new(OnnxAnalysis::new(fold));
+    egraph.analysis.opsets = opsets.clone();
     let mut value_class: BTreeMap<ValueId, Id> = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut initializer_names = BTreeMap::new();
@@ -106,8 +99,7 @@ pub fn lift_graph(
         .map_err(|e| EGraphError::Ir(e.to_string()))?;
     let mut outer: Vec<String> = Vec::new();
     let mut origins = Vec::new();
-    let mut unique = 0u32;
-    let none = egraph.add(ONode::leaf(NodeKind::None));
+    let mut uses: Vec<(Id, usize)> = Vec::new();
     for nid in order {
         let node = graph.node(nid);
         let domain = onnx_schema::normalize_domain(&node.domain).to_string();
@@ -119,51 +111,26 @@ pub fn lift_graph(
                 op: node.op_type.to_string(),
                 domain: domain.clone(),
             })?;
-        let schema = onnx_schema::registry().lookup(&domain, &node.op_type, opset);
-        // Attribute layout: the schema's attributes (with defaults), then any the node has that
-        // the schema does not know, by name.
-        let mut layout: Vec<(String, Option<AttributeProto>)> = Vec::new();
-        if let Some(s) = schema {
-            for a in &s.attributes {
-                layout.push((a.name.clone(), a.default.clone()));
-            }
-        }
-        let mut extra: Vec<&str> = node
-            .attributes
-            .iter()
-            .map(|a| &*a.name)
-            .filter(|n| !layout.iter().any(|(l, _)| l == n))
-            .collect();
-        extra.sort_unstable();
-        extra.dedup();
-        layout.extend(extra.into_iter().map(|n| (n.to_string(), None)));
-        let mut children = Vec::with_capacity(layout.len() + node.inputs.len());
+        let mut builder = OpBuilder::at_opset(&domain, &node.op_type, opset).lenient();
         let mut implicit = Vec::new();
-        for (name, default) in &layout {
-            let proto = match node.attribute(name) {
-                Some(a) => Some(attribute_proto(a, &mut implicit)),
-                None => default.clone(),
-            };
-            children.push(match proto {
-                Some(p) => {
-                    let a = egraph.analysis.attrs.intern(p);
-                    egraph.add(ONode::leaf(NodeKind::Attr(a)))
-                }
-                None => none,
-            });
+        for a in &node.attributes {
+            builder = builder.attr(
+                &a.name,
+                AttrArg::Proto(Box::new(attribute_proto(a, &mut implicit))),
+            );
         }
         for input in &node.inputs {
-            children.push(match input {
-                None => none,
-                Some(v) => class_of(
+            let id = input.map(|v| {
+                class_of(
                     &mut egraph,
                     graph,
-                    *v,
+                    v,
                     &mut value_class,
                     &mut outer,
                     inputs.len(),
-                ),
+                )
             });
+            builder = builder.push_input(id);
         }
         implicit.sort();
         implicit.dedup();
@@ -181,35 +148,22 @@ pub fn lift_graph(
                 ),
                 None => outer_class(&mut egraph, name, &mut outer, inputs.len()),
             };
-            children.push(id);
+            builder = builder.outer(name, id);
         }
-        let nondeterministic = RANDOM_OPS.contains(&&*node.op_type)
-            || match schema {
-                Some(s) => s.node_determinism != NodeDeterminism::Deterministic,
-                None => true,
-            };
-        if nondeterministic {
-            children.push(egraph.add(ONode::leaf(NodeKind::Unique(unique))));
-            unique += 1;
-        }
-        let is_tuple = node.outputs.len() > 1 || schema.is_some_and(|s| s.max_output > 1);
-        let info = OpInfo {
-            domain: node.domain.to_string(),
-            op_type: node.op_type.to_string(),
-            since_version: schema.map_or(opset, |s| s.since_version),
-            opset_version: opset,
-            attr_names: layout.into_iter().map(|(n, _)| n).collect(),
-            n_inputs: node.inputs.len(),
-            implicit_inputs: implicit,
-            n_outputs: node.outputs.len(),
-            min_outputs: schema.map_or(node.outputs.len(), |s| s.min_output),
-            is_tuple,
-            nondeterministic,
-            has_schema: schema.is_some(),
+        let (id, enode) = builder.outputs(node.outputs.len()).add_to(&mut egraph)?;
+        let mut read: Vec<Id> = node
+            .inputs
+            .iter()
+            .flatten()
+            .filter_map(|v| value_class.get(v).copied())
+            .collect();
+        read.sort();
+        read.dedup();
+        uses.extend(read.into_iter().map(|c| (c, 1)));
+        let is_tuple = match enode.kind {
+            NodeKind::Op(op) => egraph.analysis.ops.get(op).is_tuple,
+            _ => false,
         };
-        let op = egraph.analysis.ops.intern(info);
-        let enode = ONode::new(NodeKind::Op(op), children);
-        let id = egraph.add(enode.clone());
         origins.push(Origin { enode, node: nid });
         for (i, out) in node.outputs.iter().enumerate() {
             let Some(v) = out else { continue };
@@ -237,6 +191,7 @@ pub fn lift_graph(
             inputs.len(),
         ));
     }
+    uses.extend(outs.iter().map(|&c| (c, 1)));
     let root = egraph.add(ONode::new(NodeKind::Root, outs));
     egraph.rebuild();
     Ok(Lifted {
@@ -247,6 +202,7 @@ pub fn lift_graph(
         origins,
         initializer_names,
         value_class,
+        uses,
     })
 }
 

@@ -88,11 +88,51 @@ pub fn optimize_model(
     )?;
     let mut out = model.clone();
     out.graph = graph;
+    follow_extracted_opsets(&mut out, &opsets, options.target_opset);
     if let Err(errors) = onnx_ir::check_model(&out) {
         let msgs: Vec<String> = errors.iter().take(5).map(|e| e.to_string()).collect();
         return Err(EGraphError::Check(msgs.join("; ")));
     }
     Ok((out, OptimizeReport { main, subgraphs }))
+}
+
+/// The emitted model's opset imports follow what was extracted: a domain that extraction
+/// introduced (a rule built an op of it) is imported at the opset the e-graph used, and a target
+/// opset sets the default domain's version.
+fn follow_extracted_opsets(model: &mut Model, opsets: &BTreeMap<String, i64>, target: Option<i64>) {
+    let mut used = std::collections::BTreeSet::new();
+    collect_domains(&model.graph, &mut used);
+    for d in used {
+        let imported = model
+            .opset_imports
+            .iter()
+            .any(|o| onnx_schema::normalize_domain(&o.domain) == d);
+        if !imported {
+            if let Some(&v) = opsets.get(&d) {
+                model
+                    .opset_imports
+                    .push(onnx_ir::OpsetImport::new(d.as_str(), v));
+            }
+        }
+    }
+    if let Some(t) = target {
+        for o in model.opset_imports.iter_mut() {
+            if onnx_schema::normalize_domain(&o.domain).is_empty() {
+                o.version = t;
+            }
+        }
+    }
+}
+
+fn collect_domains(g: &Graph, out: &mut std::collections::BTreeSet<String>) {
+    for n in g.nodes.iter() {
+        out.insert(onnx_schema::normalize_domain(&n.domain).to_string());
+        for a in n.attributes.iter() {
+            for sub in a.value.subgraphs() {
+                collect_domains(sub, out);
+            }
+        }
+    }
 }
 
 /// Optimizes one graph (its subgraphs first).
@@ -123,7 +163,7 @@ pub fn optimize_graph(
     let lift_seconds = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let egraph = std::mem::take(&mut lifted.egraph);
-    let (egraph, phases) = saturate(egraph, &options.phases)?;
+    let (egraph, phases) = saturate(egraph, &options.phases, &lifted.uses)?;
     lifted.egraph = egraph;
     let saturate_seconds = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();

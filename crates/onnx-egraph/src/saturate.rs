@@ -1,25 +1,55 @@
-//! Saturation in phases: each phase runs its rule group with iteration, node and time limits,
-//! and the report says which limit (or saturation) ended it, with e-graph sizes and time.
+//! Saturation in phases: each phase runs its rule group (DSL rules of a [`RuleSet`] and raw egg
+//! rewrites, the escape hatch) with iteration, node and time limits; the report says which limit
+//! (or saturation) ended it, with e-graph sizes, time, firings per rule and refused unions.
+//!
+//! The loop is egg's (search every rule on the clean e-graph, then apply, then rebuild), written
+//! here so that DSL rules can refuse unsound unions, count their firings, and so that the rule
+//! that caused a type conflict is named.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use egg::{
-    Applier, Id, PatternAst, Rewrite, Runner, SearchMatches, Searcher, StopReason, Subst, Symbol,
-    Var,
-};
+use egg::Rewrite;
 
-use crate::analysis::{OnnxAnalysis, OnnxEGraph};
+use crate::analysis::{OnnxAnalysis, OnnxEGraph, Refusal};
 use crate::lang::ONode;
+use crate::rules::{Applied, RuleSet, SearchCtx};
 use crate::EGraphError;
 
 /// One group of rules run to a limit.
 pub struct Phase {
     pub name: String,
-    pub rules: Vec<Rewrite<ONode, OnnxAnalysis>>,
+    /// Rules of the DSL (compiled at each graph's opset).
+    pub rules: Arc<RuleSet>,
+    /// Raw egg rewrites.
+    pub rewrites: Vec<Rewrite<ONode, OnnxAnalysis>>,
     pub iter_limit: usize,
     pub node_limit: usize,
     pub time_limit: Duration,
+    /// Matches of one rule applied per iteration, at most.
+    pub match_limit: usize,
+}
+
+impl Phase {
+    /// A phase of DSL rules with default limits (30 iterations, 200k e-nodes, 20 s).
+    pub fn new(name: &str, rules: Arc<RuleSet>) -> Self {
+        Phase {
+            name: name.to_string(),
+            rules,
+            rewrites: Vec::new(),
+            iter_limit: 30,
+            node_limit: 200_000,
+            time_limit: Duration::from_secs(20),
+            match_limit: 10_000,
+        }
+    }
+    /// A phase of raw egg rewrites.
+    pub fn with_rewrites(name: &str, rewrites: Vec<Rewrite<ONode, OnnxAnalysis>>) -> Self {
+        let mut p = Phase::new(name, Arc::new(RuleSet::new()));
+        p.rewrites = rewrites;
+        p
+    }
 }
 
 /// What ended a phase.
@@ -29,9 +59,8 @@ pub enum PhaseStop {
     IterationLimit(usize),
     NodeLimit(usize),
     TimeLimit(f64),
-    /// The phase had no rules.
+    /// The phase had no rules (at this opset).
     NoRules,
-    Other(String),
 }
 
 /// Figures of one phase.
@@ -43,56 +72,121 @@ pub struct PhaseReport {
     pub enodes: usize,
     pub eclasses: usize,
     pub seconds: f64,
+    /// Unions made per rule (a rule that only rediscovers known equalities is not counted).
+    pub firings: BTreeMap<String, usize>,
+    /// Unions refused (different types or constants), with the rule that asked.
+    pub refusals: Vec<Refusal>,
 }
 
 /// Runs the phases in order on the e-graph, returning it with one report per phase.
+/// `uses` are the consumers per class of the graph as lifted (for `single_use`).
 pub fn saturate(
     mut egraph: OnnxEGraph,
     phases: &[Phase],
+    uses: &[(egg::Id, usize)],
 ) -> Result<(OnnxEGraph, Vec<PhaseReport>), EGraphError> {
     let mut reports = Vec::new();
+    let opset = egraph.analysis.opsets.get("").copied().unwrap_or(0);
     for phase in phases {
         let start = Instant::now();
-        if phase.rules.is_empty() {
-            reports.push(PhaseReport {
-                name: phase.name.clone(),
-                stop: PhaseStop::NoRules,
-                iterations: 0,
-                enodes: egraph.total_number_of_nodes(),
-                eclasses: egraph.number_of_classes(),
-                seconds: 0.0,
-            });
-            continue;
-        }
-        let rules: Vec<Rewrite<ONode, OnnxAnalysis>> = phase
-            .rules
-            .iter()
-            .map(attributed)
-            .collect::<Result<_, _>>()?;
-        let runner = Runner::default()
-            .with_egraph(egraph)
-            .with_iter_limit(phase.iter_limit)
-            .with_node_limit(phase.node_limit)
-            .with_time_limit(phase.time_limit)
-            .with_hook(|runner| {
-                if runner.egraph.analysis.conflicts.is_empty() {
-                    runner.egraph.analysis.rules_this_iteration.clear();
-                    Ok(())
-                } else {
-                    Err("a merge found conflicting types".into())
-                }
-            })
-            .run(&rules);
-        let stop = match &runner.stop_reason {
-            Some(StopReason::Saturated) => PhaseStop::Saturated,
-            Some(StopReason::IterationLimit(n)) => PhaseStop::IterationLimit(*n),
-            Some(StopReason::NodeLimit(n)) => PhaseStop::NodeLimit(*n),
-            Some(StopReason::TimeLimit(t)) => PhaseStop::TimeLimit(*t),
-            Some(StopReason::Other(s)) => PhaseStop::Other(s.clone()),
-            None => PhaseStop::Other("unknown".into()),
+        let active = phase.rules.active(opset);
+        let mut report = PhaseReport {
+            name: phase.name.clone(),
+            stop: PhaseStop::NoRules,
+            iterations: 0,
+            enodes: 0,
+            eclasses: 0,
+            seconds: 0.0,
+            firings: BTreeMap::new(),
+            refusals: Vec::new(),
         };
-        let iterations = runner.iterations.len();
-        egraph = runner.egraph;
+        if !active.is_empty() || !phase.rewrites.is_empty() {
+            report.stop = run_phase(&mut egraph, phase, &active, opset, uses, start, &mut report)?;
+        }
+        report.enodes = egraph.total_number_of_nodes();
+        report.eclasses = egraph.number_of_classes();
+        report.seconds = start.elapsed().as_secs_f64();
+        reports.push(report);
+    }
+    Ok((egraph, reports))
+}
+
+fn run_phase(
+    egraph: &mut OnnxEGraph,
+    phase: &Phase,
+    active: &[Arc<onnx_rules::ir::Rule>],
+    opset: i64,
+    uses: &[(egg::Id, usize)],
+    start: Instant,
+    report: &mut PhaseReport,
+) -> Result<PhaseStop, EGraphError> {
+    // A site refused once is reported once, however often the rule matches it again.
+    let mut refused: std::collections::BTreeSet<(String, Vec<egg::Id>)> = Default::default();
+    for iteration in 0..phase.iter_limit {
+        report.iterations = iteration + 1;
+        egraph.rebuild();
+        let use_map = crate::rules::use_counts(egraph, uses);
+        // Search every rule on the clean e-graph.
+        let dsl_matches: Vec<_> = {
+            let ctx = SearchCtx {
+                eg: egraph,
+                opset,
+                uses: &use_map,
+                guards: &phase.rules.guards,
+            };
+            active
+                .iter()
+                .map(|r| crate::rules::search(&ctx, r, phase.match_limit))
+                .collect()
+        };
+        let egg_matches: Vec<_> = phase
+            .rewrites
+            .iter()
+            .map(|r| r.search_with_limit(egraph, phase.match_limit))
+            .collect();
+        let nodes_before = egraph.total_number_of_nodes();
+        let mut changed = false;
+        egraph.analysis.rules_this_iteration.clear();
+        for (rule, matches) in active.iter().zip(&dsl_matches) {
+            egraph.analysis.current_rule = Some(rule.name.clone());
+            let mut fired = 0usize;
+            for m in matches {
+                match crate::rules::apply(egraph, rule, m, opset, &use_map, &phase.rules.guards) {
+                    Applied::Changed => fired += 1,
+                    Applied::Unchanged | Applied::NotBuilt(_) => {}
+                    Applied::Refused(reason) => {
+                        let roots = m.roots.iter().map(|&c| egraph.find(c)).collect();
+                        if !refused.insert((rule.name.clone(), roots)) {
+                            continue;
+                        }
+                        let r = Refusal {
+                            rule: rule.name.clone(),
+                            reason,
+                        };
+                        egraph.analysis.refusals.push(r.clone());
+                        report.refusals.push(r);
+                    }
+                }
+            }
+            egraph.analysis.current_rule = None;
+            if fired > 0 {
+                *report.firings.entry(rule.name.clone()).or_insert(0) += fired;
+                egraph.analysis.rules_this_iteration.push(rule.name.clone());
+                changed = true;
+            }
+        }
+        for (rw, matches) in phase.rewrites.iter().zip(egg_matches) {
+            let name = rw.name.to_string();
+            egraph.analysis.current_rule = Some(name.clone());
+            let ids = rw.apply(egraph, &matches);
+            egraph.analysis.current_rule = None;
+            if !ids.is_empty() {
+                *report.firings.entry(name.clone()).or_insert(0) += ids.len();
+                egraph.analysis.rules_this_iteration.push(name);
+                changed = true;
+            }
+        }
+        egraph.rebuild();
         egraph.analysis.rules_this_iteration.clear();
         if let Some(c) = egraph.analysis.conflicts.first() {
             return Err(EGraphError::UnsoundMerge {
@@ -102,104 +196,15 @@ pub fn saturate(
                 right: c.right.clone(),
             });
         }
-        reports.push(PhaseReport {
-            name: phase.name.clone(),
-            stop,
-            iterations,
-            enodes: egraph.total_number_of_nodes(),
-            eclasses: egraph.number_of_classes(),
-            seconds: start.elapsed().as_secs_f64(),
-        });
-    }
-    Ok((egraph, reports))
-}
-
-/// The rule with its applier wrapped so that merges it causes are attributed to it.
-fn attributed(
-    rule: &Rewrite<ONode, OnnxAnalysis>,
-) -> Result<Rewrite<ONode, OnnxAnalysis>, EGraphError> {
-    Rewrite::new(
-        rule.name,
-        Shared(rule.searcher.clone()),
-        Attributed {
-            inner: rule.applier.clone(),
-        },
-    )
-    .map_err(|e| EGraphError::Internal(format!("rule '{}': {e}", rule.name)))
-}
-
-/// A searcher shared with the original rule.
-struct Shared(Arc<dyn Searcher<ONode, OnnxAnalysis> + Sync + Send>);
-
-impl Searcher<ONode, OnnxAnalysis> for Shared {
-    fn search_eclass_with_limit(
-        &self,
-        egraph: &OnnxEGraph,
-        eclass: Id,
-        limit: usize,
-    ) -> Option<SearchMatches<'_, ONode>> {
-        self.0.search_eclass_with_limit(egraph, eclass, limit)
-    }
-
-    fn search_with_limit(
-        &self,
-        egraph: &OnnxEGraph,
-        limit: usize,
-    ) -> Vec<SearchMatches<'_, ONode>> {
-        self.0.search_with_limit(egraph, limit)
-    }
-
-    fn get_pattern_ast(&self) -> Option<&PatternAst<ONode>> {
-        self.0.get_pattern_ast()
-    }
-
-    fn vars(&self) -> Vec<Var> {
-        self.0.vars()
-    }
-}
-
-/// An applier that records, in the analysis, which rule is applying (for conflict reports) and
-/// which rules changed the e-graph this iteration (for conflicts found by congruence).
-struct Attributed {
-    inner: Arc<dyn Applier<ONode, OnnxAnalysis> + Sync + Send>,
-}
-
-impl Applier<ONode, OnnxAnalysis> for Attributed {
-    fn apply_matches(
-        &self,
-        egraph: &mut OnnxEGraph,
-        matches: &[SearchMatches<ONode>],
-        rule_name: Symbol,
-    ) -> Vec<Id> {
-        egraph.analysis.current_rule = Some(rule_name.to_string());
-        let changed = self.inner.apply_matches(egraph, matches, rule_name);
-        egraph.analysis.current_rule = None;
-        if !changed.is_empty() {
-            let name = rule_name.to_string();
-            if !egraph.analysis.rules_this_iteration.contains(&name) {
-                egraph.analysis.rules_this_iteration.push(name);
-            }
+        if !changed && egraph.total_number_of_nodes() == nodes_before {
+            return Ok(PhaseStop::Saturated);
         }
-        changed
+        if egraph.total_number_of_nodes() > phase.node_limit {
+            return Ok(PhaseStop::NodeLimit(egraph.total_number_of_nodes()));
+        }
+        if start.elapsed() > phase.time_limit {
+            return Ok(PhaseStop::TimeLimit(start.elapsed().as_secs_f64()));
+        }
     }
-
-    fn apply_one(
-        &self,
-        egraph: &mut OnnxEGraph,
-        eclass: Id,
-        subst: &Subst,
-        searcher_ast: Option<&PatternAst<ONode>>,
-        rule_name: Symbol,
-    ) -> Vec<Id> {
-        self.inner
-            .apply_one(egraph, eclass, subst, searcher_ast, rule_name)
-    }
-
-    fn get_pattern_ast(&self) -> Option<&PatternAst<ONode>> {
-        self.inner.get_pattern_ast()
-    }
-
-    fn vars(&self) -> Vec<Var> {
-        self.inner.vars()
-    }
+    Ok(PhaseStop::IterationLimit(phase.iter_limit))
 }

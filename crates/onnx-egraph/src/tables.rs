@@ -2,7 +2,7 @@
 //! ([`AttrTable`]) and constant tensors ([`ConstStore`]). Keys are dense indices handed out in
 //! insertion order, so everything built from them is deterministic.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -19,13 +19,13 @@ pub struct OpInfo {
     pub domain: String,
     pub op_type: String,
     /// The since_version of the schema the node binds to; for ops without a schema, the
-    /// domain's opset version.
+    /// domain's opset version. The model's opset is not part of an op's identity: two nodes
+    /// binding the same schema are the same op whatever opset they were read at.
     pub since_version: i64,
-    /// The domain's opset version in the model (kernels are selected by it).
-    pub opset_version: i64,
     /// Attribute names, in child order.
     pub attr_names: Vec<String>,
-    /// Number of regular inputs (children after the attributes).
+    /// Number of regular inputs (children after the attributes): the schema's arity, absent
+    /// optional inputs padded with `None`; for variadic ops, the node's count.
     pub n_inputs: usize,
     /// Names of the outer-scope values read by subgraph attributes (children after inputs).
     pub implicit_inputs: Vec<String>,
@@ -42,19 +42,41 @@ pub struct OpInfo {
     pub has_schema: bool,
 }
 
-/// Interned operator descriptions.
+/// Interned operator descriptions, indexed by (domain, op_type) for the rule matcher.
 #[derive(Debug, Default)]
 pub struct OpTable {
     ops: IndexSet<OpInfo>,
+    by_type: BTreeMap<(String, String), Vec<OpId>>,
 }
 
 impl OpTable {
     pub fn intern(&mut self, info: OpInfo) -> OpId {
-        let (i, _) = self.ops.insert_full(info);
-        OpId(i as u32)
+        let key = (
+            onnx_schema::normalize_domain(&info.domain).to_string(),
+            info.op_type.clone(),
+        );
+        let (i, new) = self.ops.insert_full(info);
+        let id = OpId(i as u32);
+        if new {
+            self.by_type.entry(key).or_default().push(id);
+        }
+        id
     }
     pub fn get(&self, id: OpId) -> &OpInfo {
         &self.ops[id.0 as usize]
+    }
+    /// Every interned op of this (normalized) domain and op_type, in id order.
+    pub fn of_type(&self, domain: &str, op_type: &str) -> &[OpId] {
+        self.by_type
+            .get(&(domain.to_string(), op_type.to_string()))
+            .map_or(&[], |v| v.as_slice())
+    }
+    /// Number of interned ops.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
     }
 }
 

@@ -107,13 +107,11 @@ fn rule(name: &str, op: &'static str, action: Action) -> Rewrite<ONode, OnnxAnal
 }
 
 fn phase(rules: Vec<Rewrite<ONode, OnnxAnalysis>>) -> Phase {
-    Phase {
-        name: "test".into(),
-        rules,
-        iter_limit: 10,
-        node_limit: 10_000,
-        time_limit: Duration::from_secs(10),
-    }
+    let mut p = Phase::with_rewrites("test", rules);
+    p.iter_limit = 10;
+    p.node_limit = 10_000;
+    p.time_limit = Duration::from_secs(10);
+    p
 }
 
 fn model(text: &str) -> Model {

@@ -1,0 +1,340 @@
+//! The applier of compiled rules: builds the right side with the op builder (attributes and
+//! logical parameters by name, literals typed by their slot's type parameter, `let`s shared,
+//! `..rest` copied), then unions it with the matched class unless the union would merge values
+//! of different types or two different constants: such a union is refused and reported.
+
+use std::collections::BTreeMap;
+
+use egg::Id;
+use onnx_rules::ir::{InputTerm, OpHead, OpTerm, Rule, Term, TermId, VarId};
+use onnx_rules::params::{logical_param, logical_params, ParamLoc};
+
+use crate::analysis::OnnxEGraph;
+use crate::build::{AttrArg, OpBuilder};
+use crate::lang::{NodeKind, ONode};
+
+use super::eval::{Evaluator, GuardCtx, GuardRegistry};
+use super::matcher::{Bound, Env};
+use super::value::{const_val, to_attribute, to_tensor, Val};
+
+pub(crate) struct RhsBuilder<'a> {
+    pub eg: &'a mut OnnxEGraph,
+    pub rule: &'a Rule,
+    pub env: &'a Env,
+    pub opset: i64,
+    pub guards: &'a GuardRegistry,
+    pub uses: &'a BTreeMap<Id, usize>,
+    pub lets: BTreeMap<VarId, Option<Id>>,
+}
+
+/// An input being built: a class, absent, or a literal waiting for its slot's type.
+enum Pending {
+    Ready(Option<Id>),
+    Literal(Val),
+}
+
+impl RhsBuilder<'_> {
+    fn eval(&self, e: onnx_rules::ir::ExprId) -> Result<Val, String> {
+        let ev = Evaluator {
+            ctx: GuardCtx {
+                egraph: self.eg,
+                opset: self.opset,
+                uses: self.uses,
+            },
+            rule: self.rule,
+            env: self.env,
+            guards: self.guards,
+        };
+        let v = ev
+            .eval(e)
+            .ok_or_else(|| "an attribute expression has no known value".to_string())?;
+        Ok(match v {
+            Val::Class(c) => match self.eg[c].data.constant.and_then(|k| const_val(self.eg, k)) {
+                Some(x) => x,
+                None => Val::Class(c),
+            },
+            v => v,
+        })
+    }
+
+    /// Builds a term; `None` is an absent optional value.
+    pub fn term(&mut self, t: TermId) -> Result<Option<Id>, String> {
+        match self.pending(t)? {
+            Pending::Ready(x) => Ok(x),
+            Pending::Literal(_) => {
+                Err("a literal needs an input slot to take its type from".into())
+            }
+        }
+    }
+
+    fn pending(&mut self, t: TermId) -> Result<Pending, String> {
+        Ok(match self.rule.term(t) {
+            Term::Absent => Pending::Ready(None),
+            Term::Literal(l) => Pending::Literal(Val::from(l)),
+            Term::Var(v) => {
+                if let Some(&id) = self.lets.get(v) {
+                    return Ok(Pending::Ready(id));
+                }
+                if let Some((_, lt)) = self.rule.lets.iter().find(|(lv, _)| lv == v) {
+                    let id = self.term(*lt)?;
+                    self.lets.insert(*v, id);
+                    return Ok(Pending::Ready(id));
+                }
+                match self.env.get(v.0 as usize).cloned().flatten() {
+                    Some(Bound::Class(c)) => {
+                        let c = self.eg.find(c);
+                        match self.eg[c].data.attr {
+                            // An attribute used as an input: a constant in the slot's type.
+                            Some(a) => {
+                                match super::value::attr_value(self.eg.analysis.attrs.get(a)) {
+                                    Some(v) => Pending::Literal(v),
+                                    None => {
+                                        return Err("attribute value not usable as input".into())
+                                    }
+                                }
+                            }
+                            None => Pending::Ready(Some(c)),
+                        }
+                    }
+                    Some(Bound::Absent) => Pending::Ready(None),
+                    _ => {
+                        return Err(format!(
+                            "variable '{}' is not a value",
+                            self.rule.var(*v).name
+                        ))
+                    }
+                }
+            }
+            Term::Op(o) => Pending::Ready(Some(self.op(o, None)?)),
+            Term::Proj { tuple, index } => {
+                let Term::Op(o) = self.rule.term(*tuple) else {
+                    return Err("a projection of something that is not an op".into());
+                };
+                let t = self.op(o, Some(*index))?;
+                Pending::Ready(Some(t))
+            }
+        })
+    }
+
+    /// Builds an op; with `proj`, returns output `proj` of the tuple.
+    fn op(&mut self, o: &OpTerm, proj: Option<usize>) -> Result<Id, String> {
+        let (mut b, copied_attrs) = match &o.head {
+            OpHead::Named(r) => {
+                let opset = if r.domain.is_empty() {
+                    self.opset
+                } else {
+                    *self
+                        .eg
+                        .analysis
+                        .opsets
+                        .get(&r.domain)
+                        .ok_or_else(|| format!("no opset import for domain '{}'", r.domain))?
+                };
+                let b = OpBuilder::at_opset(&r.domain, &r.op_type, opset);
+                let since = b
+                    .schema()
+                    .map(|s| s.since_version)
+                    .ok_or_else(|| format!("{} has no schema at opset {opset}", r.op_type))?;
+                if let Some((lo, hi)) = r.since {
+                    if since < lo || hi.is_some_and(|h| since > h) {
+                        return Err(format!("{}-{since} is outside the rule's range", r.op_type));
+                    }
+                }
+                (b, Vec::new())
+            }
+            OpHead::Var { var, .. } => match self.env.get(var.0 as usize).cloned().flatten() {
+                Some(Bound::Op(op, attrs)) => {
+                    let info = self.eg.analysis.ops.get(op).clone();
+                    let b = OpBuilder::at_opset(&info.domain, &info.op_type, info.since_version);
+                    let copied: Vec<(String, Id)> =
+                        info.attr_names.iter().cloned().zip(attrs).collect();
+                    (b, copied)
+                }
+                _ => return Err("op variable not bound".into()),
+            },
+        };
+        let schema = b
+            .schema()
+            .ok_or_else(|| "right-side op without a schema".to_string())?;
+        let op_type = schema.name.clone();
+        let since = schema.since_version;
+        let default_domain = onnx_schema::normalize_domain(&schema.domain).is_empty();
+        for (name, c) in copied_attrs {
+            b = b.attr(&name, AttrArg::Class(c));
+        }
+        let mut named: Vec<&str> = Vec::new();
+        let mut slot_values: BTreeMap<usize, Pending> = BTreeMap::new();
+        for (name, e) in &o.attrs {
+            named.push(name);
+            let v = self.eval(*e)?;
+            let loc = if default_domain {
+                logical_param(&op_type, since, name).map(|p| p.loc)
+            } else {
+                None
+            };
+            let slot = match loc {
+                Some(ParamLoc::Input(s)) => Some(s),
+                Some(ParamLoc::Attr(_)) | None => None,
+            };
+            let attr_name: &str = match loc {
+                Some(ParamLoc::Attr(a)) => a,
+                _ => name,
+            };
+            match slot {
+                None => {
+                    let a = attr_name;
+                    if v == Val::Absent {
+                        continue;
+                    }
+                    let ty = schema
+                        .attribute(a)
+                        .map(|s| s.ty)
+                        .ok_or_else(|| format!("{op_type} has no attribute '{a}'"))?;
+                    let attr = to_attribute(a, ty, &v).ok_or_else(|| {
+                        format!("attribute '{a}' of {op_type}: wrong value {v:?}")
+                    })?;
+                    b = b.attr(a, AttrArg::Proto(Box::new(attr)));
+                }
+                Some(slot) => {
+                    let p = match v {
+                        Val::Class(c) => Pending::Ready(Some(c)),
+                        Val::Absent => Pending::Ready(None),
+                        v => Pending::Literal(v),
+                    };
+                    slot_values.insert(slot, p);
+                }
+            }
+        }
+        if let Some(r) = o.rest {
+            if let Some(Bound::Rest(list)) = self.env.get(r.0 as usize).cloned().flatten() {
+                for (name, c) in list {
+                    if !named.contains(&name.as_str()) && schema.attribute(&name).is_some() {
+                        b = b.attr(&name, AttrArg::Class(c));
+                    }
+                }
+            }
+        }
+        // Positional inputs go to the slots that are not logical parameters.
+        let logical: Vec<usize> = if default_domain {
+            logical_params(&op_type, since)
+                .into_iter()
+                .filter_map(|p| match p.loc {
+                    ParamLoc::Input(s) => Some(s),
+                    ParamLoc::Attr(_) => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut slot = 0usize;
+        let next_slot = |slot: &mut usize| {
+            while logical.contains(slot) {
+                *slot += 1;
+            }
+            let s = *slot;
+            *slot += 1;
+            s
+        };
+        for i in &o.inputs {
+            match i {
+                InputTerm::Term(t) => {
+                    let p = self.pending(*t)?;
+                    slot_values.insert(next_slot(&mut slot), p);
+                }
+                InputTerm::Splice(v) => {
+                    let Some(Bound::List(ids)) = self.env.get(v.0 as usize).cloned().flatten()
+                    else {
+                        return Err("spliced variable is not a list".into());
+                    };
+                    for id in ids {
+                        slot_values.insert(next_slot(&mut slot), Pending::Ready(Some(id)));
+                    }
+                }
+            }
+        }
+        // Literals take the element type of a sibling with the same type parameter.
+        let type_str = |s: usize| -> Option<String> {
+            let f = schema
+                .inputs
+                .get(s.min(schema.inputs.len().checked_sub(1)?))?;
+            Some(f.type_str.clone())
+        };
+        let mut resolved: BTreeMap<usize, Option<Id>> = BTreeMap::new();
+        let mut literals = Vec::new();
+        for (s, p) in slot_values {
+            match p {
+                Pending::Ready(x) => {
+                    resolved.insert(s, x);
+                }
+                Pending::Literal(v) => literals.push((s, v)),
+            }
+        }
+        for (s, v) in literals {
+            let ts = type_str(s).ok_or("literal in a slot the op does not have")?;
+            let dtype =
+                if let Some(inner) = ts.strip_prefix("tensor(").and_then(|x| x.strip_suffix(')')) {
+                    onnx_schema::element_type_from_name(inner).map(|d| d as i32)
+                } else {
+                    resolved.iter().find_map(|(&o, id)| {
+                        let id = (*id)?;
+                        if type_str(o).as_deref() != Some(ts.as_str()) {
+                            return None;
+                        }
+                        let ty = self.eg[id].data.ty.as_ref()?;
+                        onnx_schema::infer::elem_type_of(ty).filter(|&e| e != 0)
+                    })
+                }
+                .ok_or_else(|| {
+                    format!("cannot tell the element type of a literal input of {op_type}")
+                })?;
+            let t = to_tensor(&v, dtype)
+                .ok_or_else(|| format!("literal {v:?} does not fit its type"))?;
+            let k = self.eg.analysis.consts.intern(t);
+            let id = self.eg.add(ONode::leaf(NodeKind::Const(k)));
+            resolved.insert(s, Some(id));
+        }
+        for (s, id) in resolved {
+            b = b.input(s, id);
+        }
+        let n_out = o.outputs.unwrap_or(1);
+        let (id, enode) = b
+            .outputs(n_out)
+            .add_to(self.eg)
+            .map_err(|e| e.to_string())?;
+        let is_tuple = match enode.kind {
+            NodeKind::Op(op) => self.eg.analysis.ops.get(op).is_tuple,
+            _ => false,
+        };
+        match (proj, is_tuple) {
+            (Some(i), true) => Ok(self.eg.add(ONode::new(NodeKind::Out(i as u32), vec![id]))),
+            (None, true) if o.outputs.is_none() => {
+                Ok(self.eg.add(ONode::new(NodeKind::Out(0), vec![id])))
+            }
+            (Some(0), false) | (None, _) => Ok(id),
+            (Some(i), false) => Err(format!("output {i} of a single-output {op_type}")),
+        }
+    }
+}
+
+/// Why a union was refused, or `None` when it is sound to make.
+pub(crate) fn refusal_reason(eg: &mut OnnxEGraph, a: Id, b: Id) -> Option<String> {
+    let (a, b) = (eg.find(a), eg.find(b));
+    if a == b {
+        return None;
+    }
+    if let (Some(ta), Some(tb)) = (&eg[a].data.ty, &eg[b].data.ty) {
+        if !crate::types::compatible(ta, tb) {
+            return Some(format!(
+                "different types: {} vs {}",
+                crate::types::describe(ta),
+                crate::types::describe(tb)
+            ));
+        }
+    }
+    if let (Some(x), Some(y)) = (eg[a].data.constant, eg[b].data.constant) {
+        if !eg.analysis.same_constant(x, y) {
+            return Some("different constants".to_string());
+        }
+    }
+    None
+}

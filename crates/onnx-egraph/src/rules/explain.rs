@@ -1,0 +1,203 @@
+//! `explain`: why a rule did or did not fire on a model. The model is lifted and saturated with
+//! the whole rule set (so the e-graph is the one optimization sees); then at every class where
+//! the rule's root op occurs, the matcher runs with tracing: the verdict is that it fired, or the
+//! deepest pattern node that failed and why, or the first conjunct of the guard that was false
+//! or unknown.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use onnx_ir::Model;
+use onnx_rules::ir::{BinOp, Expr, ExprId, PatId, Precision, Rule, Span};
+
+use crate::analysis::FoldOptions;
+use crate::saturate::{saturate, Phase};
+use crate::EGraphError;
+
+use super::eval::{Evaluator, GuardCtx};
+use super::matcher::{Env, Matcher};
+use super::{candidates, guard_holds, RuleSet, SearchCtx, Val};
+
+/// What happened at one site.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub enum SiteVerdict {
+    /// The left side matched and the guard held: the rule fired here.
+    Fired,
+    /// A pattern node did not match (the deepest failure), at this line and column of the rule.
+    PatternFailed {
+        line: usize,
+        col: usize,
+        reason: String,
+    },
+    /// The guard's conjunct at this line and column was false, or unknown (an unknown rank,
+    /// shape or value fails a guard).
+    GuardFailed {
+        line: usize,
+        col: usize,
+        value: String,
+    },
+    /// Matched, guard true, but the implicit type guard of a bare-variable right side failed.
+    TypeUnknownOrDifferent,
+}
+
+/// One site: a class where the rule's root op occurs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SiteReport {
+    /// A value name the class had in the model (or `class N`).
+    pub site: String,
+    pub verdict: SiteVerdict,
+}
+
+/// Explains rule `name` of `rules` on the model's main graph.
+pub fn explain_rule(
+    model: &Model,
+    rules: Arc<RuleSet>,
+    name: &str,
+) -> Result<Vec<SiteReport>, EGraphError> {
+    let rule = rules
+        .rules()
+        .find(|r| r.name == name)
+        .cloned()
+        .ok_or_else(|| EGraphError::UnknownRule(name.to_string()))?;
+    let lifted = crate::lift::lift_model(model, FoldOptions::default())?;
+    let opset = lifted.egraph.analysis.opsets.get("").copied().unwrap_or(0);
+    let uses = lifted.uses.clone();
+    let (mut egraph, _) = saturate(
+        lifted.egraph,
+        &[Phase::new("explain", rules.clone())],
+        &uses,
+    )?;
+    egraph.rebuild();
+    let use_map: BTreeMap<egg::Id, usize> = super::use_counts(&egraph, &uses);
+    let ctx = SearchCtx {
+        eg: &egraph,
+        opset,
+        uses: &use_map,
+        guards: &rules.guards,
+    };
+    let mut out = Vec::new();
+    if !rule.window.contains(opset) {
+        return Ok(out);
+    }
+    let depth = pattern_depths(&rule);
+    let Some(&root) = rule.lhs.first() else {
+        return Ok(out);
+    };
+    for c in candidates(&egraph, &rule, root) {
+        let m = Matcher {
+            eg: &egraph,
+            rule: &rule,
+            opset,
+            ac: rule.tags.precision != Precision::Exact,
+            trace: Some(Default::default()),
+        };
+        let empty: Env = vec![None; rule.vars.len()];
+        let envs = m.pat(root, c, &empty);
+        let site = egraph[c]
+            .data
+            .names
+            .iter()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| format!("class {c}"));
+        let verdict = if envs.is_empty() {
+            let trace = m.trace.map(|t| t.into_inner()).unwrap_or_default();
+            let deepest = trace
+                .iter()
+                .filter(|(_, r)| !r.is_empty())
+                .max_by_key(|(p, _)| depth.get(p).copied().unwrap_or(0));
+            match deepest {
+                Some((p, reason)) => {
+                    let s = rule.pats[p.0 as usize].1;
+                    SiteVerdict::PatternFailed {
+                        line: s.line,
+                        col: s.col,
+                        reason: reason.clone(),
+                    }
+                }
+                None => SiteVerdict::PatternFailed {
+                    line: rule.span.line,
+                    col: rule.span.col,
+                    reason: "no match".into(),
+                },
+            }
+        } else if envs.iter().any(|e| guard_holds(&ctx, &rule, e, &[c])) {
+            SiteVerdict::Fired
+        } else {
+            guard_failure(&ctx, &rule, &envs[0])
+        };
+        out.push(SiteReport { site, verdict });
+    }
+    Ok(out)
+}
+
+/// The first conjunct of the guard that is not true.
+fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env) -> SiteVerdict {
+    let Some(g) = rule.guard else {
+        return SiteVerdict::TypeUnknownOrDifferent;
+    };
+    let mut conj = Vec::new();
+    conjuncts(rule, g, &mut conj);
+    let ev = Evaluator {
+        ctx: GuardCtx {
+            egraph: ctx.eg,
+            opset: ctx.opset,
+            uses: ctx.uses,
+        },
+        rule,
+        env,
+        guards: ctx.guards,
+    };
+    for e in conj {
+        let v = ev.eval(e);
+        if v != Some(Val::Bool(true)) {
+            let s: Span = rule.exprs[e.0 as usize].1;
+            return SiteVerdict::GuardFailed {
+                line: s.line,
+                col: s.col,
+                value: match v {
+                    Some(Val::Bool(false)) => "false".into(),
+                    None => "unknown".into(),
+                    Some(other) => format!("{other:?}"),
+                },
+            };
+        }
+    }
+    SiteVerdict::TypeUnknownOrDifferent
+}
+
+fn conjuncts(rule: &Rule, e: ExprId, out: &mut Vec<ExprId>) {
+    match rule.expr(e) {
+        Expr::Binary {
+            op: BinOp::And,
+            lhs,
+            rhs,
+        } => {
+            conjuncts(rule, *lhs, out);
+            conjuncts(rule, *rhs, out);
+        }
+        _ => out.push(e),
+    }
+}
+
+/// Depth of every pattern node below the roots (the root is 0).
+fn pattern_depths(rule: &Rule) -> BTreeMap<PatId, usize> {
+    use onnx_rules::ir::{InputPat, Pat};
+    let mut d = BTreeMap::new();
+    let mut stack: Vec<(PatId, usize)> = rule.lhs.iter().map(|&p| (p, 0)).collect();
+    while let Some((p, k)) = stack.pop() {
+        d.insert(p, k);
+        match rule.pat(p) {
+            Pat::Op(op) => {
+                for i in &op.inputs {
+                    if let InputPat::Pat(q) = i {
+                        stack.push((*q, k + 1));
+                    }
+                }
+            }
+            Pat::Proj { tuple, .. } => stack.push((*tuple, k)),
+            _ => {}
+        }
+    }
+    d
+}

@@ -1,0 +1,156 @@
+//! DSL rules in the engine: parsed with onnx-rules, run by the saturation loop, checked on
+//! small models in the ONNX text syntax. Each case: rules, a model, the op sequence after.
+
+use std::sync::Arc;
+
+use onnx_egraph::{optimize_model, OptimizeOptions, Phase, RuleSet};
+use onnx_ir::Model;
+
+fn model(text: &str) -> Model {
+    let proto = onnx_text::parse_model(text).unwrap_or_else(|e| panic!("{}", e.render()));
+    Model::from_proto(proto).expect("a valid model")
+}
+
+fn rules(text: &str) -> Arc<RuleSet> {
+    let file = onnx_rules::parse_rules("test.rules", text, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut set = RuleSet::new();
+    set.add_file(file);
+    Arc::new(set)
+}
+
+/// Optimizes and returns the op types in order and the report.
+fn run(rule_text: &str, model_text: &str) -> (Vec<String>, onnx_egraph::OptimizeReport, Model) {
+    let m = model(model_text);
+    let (out, report) = optimize_model(
+        &m,
+        OptimizeOptions {
+            phases: vec![Phase::new("test", rules(rule_text))],
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ops = out
+        .graph
+        .nodes_in_order()
+        .map(|(_, n)| n.op_type.to_string())
+        .collect();
+    (ops, report, out)
+}
+
+const TRANSPOSE: &str = "# t\n\n# Transpose(Transpose(x, q), p) == Transpose(x, compose(q, p))\nrule tt [exact]:\n  Transpose<perm: p>(Transpose<perm: q>(x)) => Transpose<perm: compose(q, p)>(x)\n\n# identity perm\nrule ti [exact]:\n  Transpose<perm: p>(x) => x\n  where is_identity(p)\n";
+
+#[test]
+fn transposes_that_cancel_disappear() {
+    let (ops, report, _) = run(
+        TRANSPOSE,
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2,3,4] x) => (float[2,3,4] y) {
+            a = Transpose <perm = [1, 0, 2]> (x)
+            b = Transpose <perm = [1, 0, 2]> (a)
+            y = Relu(b)
+        }"#,
+    );
+    assert_eq!(ops, ["Relu"]);
+    let f = &report.main.phases[0].firings;
+    assert!(f.contains_key("tt") && f.contains_key("ti"), "{f:?}");
+}
+
+#[test]
+fn transposes_that_do_not_cancel_compose() {
+    let (ops, _, out) = run(
+        TRANSPOSE,
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2,3,4] x) => (float[4,3,2] y) {
+            a = Transpose <perm = [1, 0, 2]> (x)
+            y = Transpose <perm = [2, 0, 1]> (a)
+        }"#,
+    );
+    assert_eq!(ops, ["Transpose"]);
+    let (_, n) = out.graph.nodes_in_order().next().unwrap();
+    let perm = n.attribute("perm").unwrap().to_proto().ints;
+    // y[i] = a[perm2[i]] = x[perm1[perm2[i]]]: [2,0,1] then [1,0,2] -> [2,1,0]
+    assert_eq!(perm, vec![2, 1, 0]);
+}
+
+#[test]
+fn logical_parameters_read_the_same_before_and_after_opset_13() {
+    let r = "# s\n\n# Squeeze(Unsqueeze(x, a), a) == x\nrule su [exact]:\n  Squeeze<axes: a>(Unsqueeze<axes: a>(x)) => x\n";
+    for (opset, body) in [
+        (
+            11,
+            "a = Unsqueeze <axes = [1]> (x)\n y = Squeeze <axes = [1]> (a)",
+        ),
+        (
+            13,
+            "k = Constant <value = int64[1] {1}> ()\n a = Unsqueeze(x, k)\n y = Squeeze(a, k)",
+        ),
+    ] {
+        let text = format!(
+            "<ir_version: 8, opset_import: [\"\" : {opset}]>\n g (float[2,3] x) => (float[2,3] y) {{\n {body}\n }}"
+        );
+        let (ops, report, _) = run(r, &text);
+        assert_eq!(ops, ["Identity"], "opset {opset}");
+        assert_eq!(
+            report.main.phases[0].firings.get("su"),
+            Some(&1),
+            "opset {opset}"
+        );
+    }
+}
+
+#[test]
+fn an_unnamed_attribute_must_be_its_default() {
+    // LeakyRelu's alpha is not named: only the default 0.01 matches.
+    let r = "# l\n\n# LeakyRelu(x) == Relu(x)? only a test of defaults\nrule lr:\n  LeakyRelu(x) => Relu(x)\n";
+    let (ops, _, _) = run(
+        r,
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) {
+            y = LeakyRelu <alpha = 0.2> (x)
+        }"#,
+    );
+    assert_eq!(ops, ["LeakyRelu"]);
+}
+
+#[test]
+fn commutative_and_associative_operands_match_in_any_order() {
+    let r = "# g\n\n# x * 0.5 * (1 + erf(x / sqrt 2)) == Gelu(x)\nrule gelu:\n  Mul(Mul(x, 0.5), Add(Erf(Div(x, 1.4142135623730951)), 1)) => Gelu(x)\n";
+    let (ops, report, _) = run(
+        r,
+        r#"<ir_version: 8, opset_import: ["" : 20]>
+        g (float[2,3] x) => (float[2,3] y) {
+            s = Constant <value = float {1.4142135}> ()
+            h = Constant <value = float {0.5}> ()
+            one = Constant <value = float {1.0}> ()
+            d = Div(x, s)
+            e = Erf(d)
+            p = Add(one, e)
+            m = Mul(x, p)
+            y = Mul(m, h)
+        }"#,
+    );
+    assert_eq!(ops, ["Gelu"], "{:?}", report.main.phases);
+}
+
+#[test]
+fn a_rule_building_a_different_type_is_refused_and_reported() {
+    // Unsound on purpose: Transpose changes the shape; the applier refuses the union.
+    let r = "# u\n\n# wrong on purpose\nrule bad:\n  Transpose<perm: _>(x) => Relu(x)\n";
+    let (ops, report, _) = run(
+        r,
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2,3] x) => (float[3,2] y) {
+            y = Transpose <perm = [1, 0]> (x)
+        }"#,
+    );
+    assert_eq!(ops, ["Transpose"]);
+    let refusals = &report.main.phases[0].refusals;
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0].rule, "bad");
+    assert!(
+        refusals[0].reason.contains("different types"),
+        "{}",
+        refusals[0].reason
+    );
+}
