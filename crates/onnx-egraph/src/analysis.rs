@@ -108,6 +108,8 @@ pub struct OnnxAnalysis {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Refusal {
     pub rule: String,
+    /// A value name the matched class had in the input model (or `class N`).
+    pub site: String,
     pub reason: String,
 }
 

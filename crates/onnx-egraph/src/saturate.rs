@@ -159,8 +159,19 @@ fn run_phase(
                         if !refused.insert((rule.name.clone(), roots)) {
                             continue;
                         }
+                        let site = m.roots.first().map_or(String::new(), |&c| {
+                            let c = egraph.find(c);
+                            egraph[c]
+                                .data
+                                .names
+                                .iter()
+                                .next()
+                                .cloned()
+                                .unwrap_or_else(|| format!("class {c}"))
+                        });
                         let r = Refusal {
                             rule: rule.name.clone(),
+                            site,
                             reason,
                         };
                         egraph.analysis.refusals.push(r.clone());

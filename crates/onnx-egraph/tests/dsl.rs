@@ -154,3 +154,34 @@ fn a_rule_building_a_different_type_is_refused_and_reported() {
         refusals[0].reason
     );
 }
+
+#[test]
+fn explain_says_which_part_of_the_pattern_or_guard_failed() {
+    use onnx_egraph::{explain_rule, SiteVerdict};
+    let r = "# e\n\n# Transpose(x, identity) == x\nrule ti [exact]:\n  Transpose<perm: p>(Relu(x)) => Relu(x)\n  where is_identity(p)\n";
+    let m = model(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2,3] x) => (float[2,3] a, float[3,2] b, float[3,2] c) {
+            r = Relu(x)
+            a = Transpose <perm = [0, 1]> (r)
+            b = Transpose <perm = [1, 0]> (r)
+            n = Neg(x)
+            c = Transpose <perm = [1, 0]> (n)
+        }"#,
+    );
+    let sites = explain_rule(&m, rules(r), "ti").unwrap();
+    let by_site: std::collections::BTreeMap<_, _> =
+        sites.iter().map(|s| (s.site.as_str(), &s.verdict)).collect();
+    assert_eq!(by_site["a"], &SiteVerdict::Fired, "{sites:?}");
+    assert!(
+        matches!(by_site["b"], SiteVerdict::GuardFailed { line: 6, value, .. } if value == "false"),
+        "{sites:?}"
+    );
+    match by_site["c"] {
+        SiteVerdict::PatternFailed { line: 5, reason, .. } => {
+            assert!(reason.contains("expected Relu, found Neg"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(explain_rule(&m, rules(r), "nope").is_err());
+}

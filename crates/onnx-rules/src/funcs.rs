@@ -169,7 +169,12 @@ pub const BUILTINS: &[FuncSig] = &[
         Bool,
         "v (bound by `x?`, or an absent parameter) is absent",
     ),
-    sig("is_const", &[Value], Bool, "v is a known constant"),
+    sig(
+        "is_const",
+        &[Any],
+        Bool,
+        "v is a known constant (a parameter in an input: a constant input)",
+    ),
     sig("is_float", &[Value], Bool, "v has a floating element type"),
     sig("is_identity", &[List], Bool, "p == range(0, len(p))"),
     sig(
@@ -190,11 +195,18 @@ pub const BUILTINS: &[FuncSig] = &[
     sig("range", &[Int, Int], List, "[a, a+1, ..., b-1]"),
     sig("rank", &[Value], Int, "rank of v"),
     sig(
+        "reshape_target",
+        &[Any, Value],
+        List,
+        "a Reshape target for shape vector s over x: 0 where s copies x's dim, one -1",
+    ),
+    sig(
         "same_shape",
         &[Value, Value],
         Bool,
         "a and b have equal shapes",
     ),
+    sig("select", &[List, List], List, "[l[i] for i in idx]"),
     sig("shape", &[Value], List, "shape of v"),
     sig(
         "single_use",
@@ -208,6 +220,12 @@ pub const BUILTINS: &[FuncSig] = &[
         &[Any],
         Any,
         "a constant's (or attribute's) value: a scalar, or a list for 1-D",
+    ),
+    sig(
+        "without",
+        &[List, List],
+        List,
+        "l without the positions in idx",
     ),
 ];
 

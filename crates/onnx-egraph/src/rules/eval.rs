@@ -345,6 +345,44 @@ impl Evaluator<'_> {
                 l.extend(self.list(y.clone())?);
                 Some(Val::List(l))
             }
+            ("select", [l, idx]) => {
+                let l = self.list(l.clone())?;
+                let out: Option<Vec<Val>> = ints(idx)?
+                    .iter()
+                    .map(|&i| l.get(usize::try_from(i).ok()?).cloned())
+                    .collect();
+                Some(Val::List(out?))
+            }
+            ("without", [l, idx]) => {
+                let l = self.list(l.clone())?;
+                let idx = ints(idx)?;
+                Some(Val::List(
+                    l.into_iter()
+                        .enumerate()
+                        .filter(|(i, _)| !idx.contains(&(*i as i64)))
+                        .map(|(_, v)| v)
+                        .collect(),
+                ))
+            }
+            ("reshape_target", [s, x]) => {
+                let sym = eg[Self::class(s)?].data.sym.clone()?;
+                let xs = ctx.shape(Self::class(x)?)?;
+                let mut out = Vec::with_capacity(sym.len());
+                let mut minus_one = sym.iter().any(|d| *d == SymDim::Known(-1));
+                for (i, d) in sym.iter().enumerate() {
+                    let same = xs.get(i).is_some_and(|x| x == d);
+                    out.push(match d {
+                        SymDim::Known(k) => Val::Int(*k),
+                        SymDim::Param(_) if same => Val::Int(0),
+                        _ if !minus_one => {
+                            minus_one = true;
+                            Val::Int(-1)
+                        }
+                        _ => return None,
+                    });
+                }
+                Some(Val::List(out))
+            }
             ("sorted", [l]) => {
                 let mut v = ints(l)?;
                 v.sort_unstable();

@@ -38,6 +38,9 @@ pub enum SiteVerdict {
     },
     /// Matched, guard true, but the implicit type guard of a bare-variable right side failed.
     TypeUnknownOrDifferent,
+    /// Matched and the guard held, but the engine refused the union (the right side has a
+    /// different type or constant): the rule is unsound here.
+    Refused(String),
 }
 
 /// One site: a class where the rule's root op occurs.

@@ -289,12 +289,11 @@ impl<'a> Matcher<'a> {
                 match ap {
                     AttrPat::Wildcard => next.push(e),
                     AttrPat::Var(v) => {
+                        // A logical parameter in an input may be computed (a shape vector);
+                        // guards read its value only when it is constant.
                         let b = if absent {
                             Bound::Absent
                         } else {
-                            if is_input.is_some() && self.eg[class].data.constant.is_none() {
-                                continue; // a logical parameter must be a known constant
-                            }
                             Bound::Class(class)
                         };
                         next.extend(bind(&e, v.0 as usize, b, self.eg));
