@@ -368,7 +368,7 @@ impl Evaluator<'_> {
                 let sym = eg[Self::class(s)?].data.sym.clone()?;
                 let xs = ctx.shape(Self::class(x)?)?;
                 let mut out = Vec::with_capacity(sym.len());
-                let mut minus_one = sym.iter().any(|d| *d == SymDim::Known(-1));
+                let mut minus_one = sym.contains(&SymDim::Known(-1));
                 for (i, d) in sym.iter().enumerate() {
                     let same = xs.get(i).is_some_and(|x| x == d);
                     out.push(match d {
