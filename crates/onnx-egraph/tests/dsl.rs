@@ -170,18 +170,80 @@ fn explain_says_which_part_of_the_pattern_or_guard_failed() {
         }"#,
     );
     let sites = explain_rule(&m, rules(r), "ti").unwrap();
-    let by_site: std::collections::BTreeMap<_, _> =
-        sites.iter().map(|s| (s.site.as_str(), &s.verdict)).collect();
+    let by_site: std::collections::BTreeMap<_, _> = sites
+        .iter()
+        .map(|s| (s.site.as_str(), &s.verdict))
+        .collect();
     assert_eq!(by_site["a"], &SiteVerdict::Fired, "{sites:?}");
     assert!(
         matches!(by_site["b"], SiteVerdict::GuardFailed { line: 6, value, .. } if value == "false"),
         "{sites:?}"
     );
     match by_site["c"] {
-        SiteVerdict::PatternFailed { line: 5, reason, .. } => {
+        SiteVerdict::PatternFailed {
+            line: 5, reason, ..
+        } => {
             assert!(reason.contains("expected Relu, found Neg"), "{reason}")
         }
         other => panic!("{other:?}"),
     }
     assert!(explain_rule(&m, rules(r), "nope").is_err());
+}
+
+#[test]
+fn a_guard_written_in_rust_is_declared_checked_and_called() {
+    use onnx_egraph::Val;
+    use onnx_rules::{CheckOptions, GuardSig, Ty};
+    let text = "# r\n\n# Relu(x) == x where x is known non-negative (by a Rust guard)\nrule relu_of_nonneg [exact]:\n  Relu(x) => x\n  where nonneg(x)\n";
+    let options = CheckOptions {
+        extra_guards: vec![GuardSig::new("nonneg", vec![Ty::Value], Ty::Bool)],
+        ..Default::default()
+    };
+    // Without the declaration the checker refuses the call.
+    assert!(
+        onnx_rules::parse_rules("r.rules", text, &Default::default())
+            .unwrap_err()
+            .to_string()
+            .contains("unknown function `nonneg`")
+    );
+    let file = onnx_rules::parse_rules("r.rules", text, &options).unwrap();
+    let mut set = RuleSet::new();
+    set.add_file(file);
+    // "non-negative": the value is produced by Abs (a toy analysis).
+    set.guards.register("nonneg", |ctx, args| {
+        let Val::Class(c) = args.first()? else {
+            return None;
+        };
+        let abs = ctx.egraph[*c].nodes.iter().any(|n| match n.kind {
+            onnx_egraph::NodeKind::Op(op) => ctx.egraph.analysis.ops.get(op).op_type == "Abs",
+            _ => false,
+        });
+        Some(Val::Bool(abs))
+    });
+    let m = model(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2,3] x) => (float[2,3] y, float[2,3] z) {
+            a = Abs(x)
+            y = Relu(a)
+            z = Relu(x)
+        }"#,
+    );
+    let (out, report) = optimize_model(
+        &m,
+        OptimizeOptions {
+            phases: vec![Phase::new("test", Arc::new(set))],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ops: Vec<String> = out
+        .graph
+        .nodes_in_order()
+        .map(|(_, n)| n.op_type.to_string())
+        .collect();
+    assert_eq!(ops, ["Abs", "Relu"], "only z keeps its Relu");
+    assert_eq!(
+        report.main.phases[0].firings.get("relu_of_nonneg"),
+        Some(&1)
+    );
 }
