@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
-"""Compare onnx-opt with the peer optimizers (onnxsim, onnxslim, onnxoptimizer) side by side.
+"""Compare onnx-opt with the peer optimizers (onnxsim, onnxslim, onnxoptimizer, ort-basic).
+
+ort-basic is onnxruntime's offline graph optimization: an InferenceSession at ORT_ENABLE_BASIC
+(CPU provider) that saves its optimized graph as a standard .onnx file.
 
 For every model directory (MODELS/<name>/model.onnx with test_data_set_0/) and every tool, run
 the tool N times in a fresh subprocess each (interleaved: run 1 of every tool, then run 2, ...)
 and record:
 
   nodes before/after   top-level graph nodes, counted here with onnx for every tool alike
+  input-dependent      of those, the nodes that transitively depend on a graph input
+                       (initializers are never inputs): folded constants do not count
   size before/after    bytes on disk of the output directory (model + any external data)
   wall time            median over the runs, of the whole subprocess (start, load, optimize, save)
   tool time            median of the time the tool reports for itself (onnx-opt: report time_ms;
-                       peers: the optimize call alone, load and save excluded)
+                       peers: the optimize call alone, load and save excluded; ort-basic: the
+                       InferenceSession construction, which loads, optimizes and saves)
   peak RSS             max over the runs of the child's ru_maxrss, read by a small launcher
                        (GNU time if installed, else a minimal Python; see run_child)
   deterministic        whether every run wrote the same bytes
   matches              whether the optimized model, run by onnxruntime (graph optimizations off)
                        on test_data_set_0, gives the original model's onnxruntime outputs within
                        rtol/atol (default 1e-3 / 1e-4); checked in a subprocess
+  valid ONNX           onnx.checker.check_model accepts the output file (same subprocess)
+
+plus, for onnx-opt, the e-graph figures of its --report (e-nodes, e-classes, saturation time and
+its share of optimize_ms, rule firings) in a table of their own.
 
 A tool that fails on a model gives a row with its error; the script goes on. Run it with the
 venv of scripts/setup_venv.sh (it has onnx, onnxruntime and the pinned peers):
@@ -30,6 +40,7 @@ Exit status: 0 when every requested measurement ran (failures of a tool are resu
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -47,16 +58,39 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = REPO_ROOT.parent / "shared" / "models"
 DEFAULT_ONNX_OPT = REPO_ROOT / "target" / "release" / "onnx-opt"
-PEERS = ("onnxsim", "onnxslim", "onnxoptimizer")
+PEERS = ("onnxsim", "onnxslim", "onnxoptimizer", "ort-basic")
 ALL_TOOLS = ("onnx-opt",) + PEERS
 
 # Child program for the peers: load, optimize with the tool's defaults, save; print timings as
-# one JSON line. `import-only` measures the interpreter + import baseline.
+# one JSON line. `import-only` measures the interpreter + import baseline. ort-basic is
+# onnxruntime's offline graph optimization: an InferenceSession at ORT_ENABLE_BASIC on the CPU
+# provider that writes its optimized graph to `optimized_model_filepath`; it reads and writes the
+# files itself, so its tool_ms is the session construction (load + optimize + save + session
+# set-up, prepacking off) and it has no separate load/save time.
 PEER_RUNNER = r"""
-import json, sys, time
+import json, os, sys, time
 tool, src, dst = sys.argv[1:4]
+external = sys.argv[4:5] == ["external"]  # ort-basic: the input stores tensors externally
 t0 = time.perf_counter()
-import onnx
+if tool == "ort-basic":
+    import onnxruntime as ort
+    def run_files(src, dst):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        so.optimized_model_filepath = dst
+        # ONNX protobuf, never the ORT flatbuffer format (chosen by a .ort suffix otherwise).
+        so.add_session_config_entry("session.save_model_format", "ONNX")
+        so.add_session_config_entry("session.disable_prepacking", "1")
+        if external:  # the input keeps its weights outside the 2 GB protobuf: so does the output
+            so.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name",
+                os.path.basename(dst) + ".data")
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+else:
+    import onnx
 if tool == "onnxsim":
     import onnxsim
     def run(m):
@@ -72,11 +106,19 @@ elif tool == "onnxoptimizer":
     import onnxoptimizer
     def run(m):
         return onnxoptimizer.optimize(m)
-else:
+elif tool != "ort-basic":
     sys.exit(f"unknown tool {tool}")
 t1 = time.perf_counter()
 if src == "import-only":
     print(json.dumps({"import_ms": (t1 - t0) * 1e3}))
+    sys.exit(0)
+if tool == "ort-basic":
+    run_files(src, dst)
+    t2 = time.perf_counter()
+    if not os.path.isfile(dst):
+        sys.exit(f"onnxruntime wrote no {dst}")
+    print(json.dumps({"import_ms": (t1 - t0) * 1e3, "load_ms": None,
+                      "tool_ms": (t2 - t1) * 1e3, "save_ms": None}))
     sys.exit(0)
 model = onnx.load(src)
 t2 = time.perf_counter()
@@ -142,10 +184,20 @@ def compare(want, got):
         return ok, None, err
     return bool(np.array_equal(got, want)), None, None
 
+def checker(path):
+    # None when onnx.checker accepts the file (the path form handles external data, > 2 GB).
+    try:
+        onnx.checker.check_model(path)
+        return None
+    except Exception as exc:  # noqa: BLE001 - any refusal is the answer
+        text = str(exc).strip()
+        return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
 inputs = read_tensors("input_*.pb")
 expected = read_tensors("output_*.pb")
 ref, ref_names = run(original, inputs)
-result = {"ok": True, "max_abs_err": 0.0, "detail": None}
+result = {"ok": True, "max_abs_err": 0.0, "detail": None,
+          "checker": checker(original if optimized == "-" else optimized)}
 # Sanity: the original under onnxruntime against the stored outputs.
 base_ok = True
 for pos, (name, arr) in enumerate(expected):
@@ -154,7 +206,13 @@ for pos, (name, arr) in enumerate(expected):
         base_ok = False
 result["original_matches_stored"] = base_ok
 if optimized != "-":
-    got, got_names = run(optimized, inputs)
+    try:
+        got, got_names = run(optimized, inputs)
+    except Exception as exc:  # noqa: BLE001 - reported with the checker's verdict
+        text = str(exc).strip()
+        result.update(ok=False, run_error=f"{type(exc).__name__}: {text[:300]}")
+        print(json.dumps(result))
+        sys.exit(0)
     for pos, name in enumerate(ref_names):
         key = name if name in got else (got_names[pos] if pos < len(got_names) else None)
         if key is None:
@@ -354,15 +412,87 @@ def human_size(n: int | None) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
-def count_nodes(model_path: Path) -> int | None:
-    """Top-level graph nodes; None if the file does not parse."""
+def subgraph_names(graph) -> set[str]:
+    """Every value name a subgraph (and its own subgraphs) reads or outputs: a superset of the
+    outer-scope values it captures (ONNX names are unique across scopes, so names defined inside
+    never collide with the outer graph's)."""
+    names = {o.name for o in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                names |= subgraph_names(attr.g)
+            for sub in attr.graphs:
+                names |= subgraph_names(sub)
+    names.discard("")
+    return names
+
+
+def input_dependent_nodes(graph) -> int:
+    """Nodes of this graph (not of its subgraphs) that transitively depend on a graph input.
+
+    An initializer is never an input, even when it is listed in graph.input too (required for
+    IR < 4, an overridable default from IR 4 on). A node with a subgraph (If, Loop, Scan) depends
+    on what its subgraph reads from the outer scope as well as on its own inputs. A constant that
+    a tool has folded (however large) thus does not count, a node left on the input's path does.
+    """
+    constant = {t.name for t in graph.initializer}
+    constant.update(t.values.name for t in graph.sparse_initializer)
+    consumers: dict[str, list[int]] = {}
+    for index, node in enumerate(graph.node):
+        reads = set(node.input)
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                reads |= subgraph_names(attr.g)
+            for sub in attr.graphs:
+                reads |= subgraph_names(sub)
+        reads.discard("")
+        for name in reads:
+            consumers.setdefault(name, []).append(index)
+    reached = {i.name for i in graph.input if i.name and i.name not in constant}
+    pending = list(reached)
+    dependent = [False] * len(graph.node)
+    while pending:
+        for index in consumers.get(pending.pop(), ()):
+            if dependent[index]:
+                continue
+            dependent[index] = True
+            for out in graph.node[index].output:
+                if out and out not in reached:
+                    reached.add(out)
+                    pending.append(out)
+    return sum(dependent)
+
+
+STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+
+
+@dataclass
+class GraphStats:
+    """What the script reads itself, with onnx, from any tool's output file."""
+
+    nodes: int
+    input_dependent: int
+    # Nodes per domain outside the ONNX standard ones (e.g. com.microsoft): what a runtime
+    # other than the tool's own may not run.
+    other_domains: dict[str, int]
+
+
+def graph_stats(model_path: Path) -> GraphStats | None:
+    """Top-level figures of a model file; None if it does not parse as an ONNX model."""
     import onnx
 
     try:
         model = onnx.load(str(model_path), load_external_data=False)
     except Exception:  # noqa: BLE001 - a tool's broken output is a result, not a crash
         return None
-    return len(model.graph.node)
+    others: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.domain not in STANDARD_DOMAINS:
+            others[node.domain] = others.get(node.domain, 0) + 1
+    return GraphStats(nodes=len(model.graph.node),
+                      input_dependent=input_dependent_nodes(model.graph),
+                      other_domains=dict(sorted(others.items())))
 
 
 @dataclass
@@ -373,6 +503,10 @@ class Row:
     tool: str
     nodes_before: int | None = None
     nodes_after: int | None = None
+    # Nodes of the main graph reachable from a graph input (initializers excluded); constant
+    # subgraphs, folded or not, do not count.
+    input_dep_before: int | None = None
+    input_dep_after: int | None = None
     size_before: int | None = None
     size_after: int | None = None
     wall_ms: float | None = None
@@ -383,8 +517,14 @@ class Row:
     matches: bool | None = None
     max_abs_err: float | None = None
     error: str | None = None
+    checker_ok: bool | None = None  # onnx.checker.check_model accepts the output
+    checker_detail: str | None = None
+    other_domains: dict[str, int] = field(default_factory=dict)
     wall_ms_all: list[float] = field(default_factory=list)
     tool_report: dict | None = None
+    # onnx-opt only: e-graph figures from the --report of each run and their medians.
+    egraph: dict | None = None
+    egraph_runs: list[dict] = field(default_factory=list)
 
 
 def tool_command(tool: str, args: argparse.Namespace, src: Path, out_dir: Path) -> list[str]:
@@ -393,7 +533,67 @@ def tool_command(tool: str, args: argparse.Namespace, src: Path, out_dir: Path) 
         return [str(args.onnx_opt), "optimize", str(src), "-o", str(dst),
                 "--report", str(out_dir.parent / f"{out_dir.name}-report.json"),
                 *args.onnx_opt_arg]
-    return [args.python, "-c", PEER_RUNNER, tool, str(src), str(dst)]
+    cmd = [args.python, "-c", PEER_RUNNER, tool, str(src), str(dst)]
+    if tool == "ort-basic" and has_external_data(src):
+        cmd.append("external")
+    return cmd
+
+
+@functools.lru_cache(maxsize=None)
+def has_external_data(model: Path) -> bool:
+    """Whether the model stores any tensor outside the .onnx file."""
+    import onnx
+
+    try:
+        proto = onnx.load(str(model), load_external_data=False)
+    except Exception:  # noqa: BLE001 - the tools will report the real error
+        return False
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in all_tensors(proto.graph))
+
+
+def dig(doc, *keys):
+    """doc[k0][k1]...; None when a level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+def number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def egraph_figures(report: dict) -> dict:
+    """The e-graph figures of one onnx-opt --report; None for any field the report lacks."""
+    main = dig(report, "egraph", "main")
+    saturate_s = number(dig(main, "saturate_seconds"))
+    optimize_ms = number(dig(report, "optimize_ms"))
+    share = (saturate_s * 1e3 / optimize_ms
+             if saturate_s is not None and optimize_ms else None)
+    firings = None  # sum over the phases of the unions made by every rule
+    phases = dig(main, "phases")
+    if isinstance(phases, list):
+        per_phase = [ph["firings"] for ph in phases if isinstance(dig(ph, "firings"), dict)]
+        if per_phase or not phases:
+            firings = int(sum(n for counts in per_phase for n in map(number, counts.values())
+                              if n is not None))
+    enodes, eclasses = number(dig(main, "enodes")), number(dig(main, "eclasses"))
+    return {"enodes": None if enodes is None else int(enodes),
+            "eclasses": None if eclasses is None else int(eclasses),
+            "saturate_s": saturate_s, "optimize_ms": optimize_ms, "saturate_share": share,
+            "firings": firings}
+
+
+def median_figures(runs: list[dict]) -> dict:
+    """Per field, the median over the runs that have it (None if none has)."""
+    keys = ("enodes", "eclasses", "saturate_s", "optimize_ms", "saturate_share", "firings")
+    out = {}
+    for key in keys:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        out[key] = statistics.median(values) if values else None
+    return out
 
 
 def measure_model(model_dir: Path, tools: list[str], args: argparse.Namespace,
@@ -401,9 +601,11 @@ def measure_model(model_dir: Path, tools: list[str], args: argparse.Namespace,
     """All runs of all tools on one model, interleaved, then the onnxruntime checks."""
     src = model_dir / "model.onnx"
     name = model_dir.name
-    nodes_before = count_nodes(src)
+    before = graph_stats(src)
     size_before = model_bytes(src)
-    rows = {t: Row(model=name, tool=t, nodes_before=nodes_before, size_before=size_before)
+    rows = {t: Row(model=name, tool=t, size_before=size_before,
+                   nodes_before=before.nodes if before else None,
+                   input_dep_before=before.input_dependent if before else None)
             for t in tools}
     digests: dict[str, set[str]] = {t: set() for t in tools}
     tool_ms: dict[str, list[float]] = {t: [] for t in tools}
@@ -432,9 +634,15 @@ def measure_model(model_dir: Path, tools: list[str], args: argparse.Namespace,
                 report_path = out_dir.parent / f"{out_dir.name}-report.json"
                 try:
                     row.tool_report = json.loads(report_path.read_text())
-                    tool_ms[tool].append(float(row.tool_report["time_ms"]))
-                except (OSError, ValueError, KeyError, TypeError) as exc:
+                except (OSError, ValueError) as exc:
                     row.error = f"unreadable --report: {exc}"
+                    continue
+                if not isinstance(row.tool_report, dict):
+                    row.error = "unreadable --report: not a JSON object"
+                    continue
+                if number(row.tool_report.get("time_ms")) is not None:
+                    tool_ms[tool].append(float(row.tool_report["time_ms"]))
+                row.egraph_runs.append(egraph_figures(row.tool_report))
             else:
                 timing = last_json_line(child.stdout)
                 if timing and "tool_ms" in timing:
@@ -444,9 +652,16 @@ def measure_model(model_dir: Path, tools: list[str], args: argparse.Namespace,
         if row.runs == 0:
             continue
         out_dir = work / name / tool
+        if row.egraph_runs:
+            row.egraph = median_figures(row.egraph_runs)
         if row.error is None:  # else out_dir holds the failed run's leftovers
-            row.nodes_after = count_nodes(out_dir / "model.onnx")
+            after = graph_stats(out_dir / "model.onnx")
             row.size_after = dir_size(out_dir)
+            if after is None:
+                row.error = "output is not an ONNX model (onnx.load fails)"
+            else:
+                row.nodes_after, row.input_dep_after = after.nodes, after.input_dependent
+                row.other_domains = after.other_domains
         row.wall_ms = statistics.median(row.wall_ms_all)
         row.tool_ms = statistics.median(tool_ms[tool]) if tool_ms[tool] else None
         row.peak_rss_mb = max(rss[tool]) / 1024.0
@@ -472,16 +687,24 @@ def verify(row: Row, original: Path, optimized: Path, model_dir: Path,
         return
     row.matches = bool(result["ok"])
     row.max_abs_err = result["max_abs_err"]
-    if not row.matches:
+    row.checker_ok = result.get("checker") is None
+    row.checker_detail = result.get("checker")
+    if result.get("run_error"):
+        row.error = f"onnxruntime cannot run it: {result['run_error']}"
+    elif not row.matches:
         row.error = f"mismatch: {result['detail']}"
 
 
 def input_row(model_dir: Path, args: argparse.Namespace) -> Row:
     """The original model: does onnxruntime reproduce its stored outputs?"""
     src = model_dir / "model.onnx"
-    row = Row(model=model_dir.name, tool="(input)", nodes_before=count_nodes(src),
-              size_before=model_bytes(src))
-    row.nodes_after, row.size_after = row.nodes_before, row.size_before
+    stats = graph_stats(src)
+    row = Row(model=model_dir.name, tool="(input)", size_before=model_bytes(src))
+    if stats is not None:
+        row.nodes_before, row.input_dep_before = stats.nodes, stats.input_dependent
+        row.other_domains = stats.other_domains
+    row.nodes_after, row.input_dep_after = row.nodes_before, row.input_dep_before
+    row.size_after = row.size_before
     data_dir = model_dir / "test_data_set_0"
     cmd = [args.python, "-c", VERIFY_RUNNER, str(src), "-", str(data_dir),
            str(args.rtol), str(args.atol)]
@@ -490,6 +713,8 @@ def input_row(model_dir: Path, args: argparse.Namespace) -> Row:
     if result is None:
         row.error = "onnxruntime: " + failure_text(child, args.timeout)
     else:
+        row.checker_ok = result.get("checker") is None
+        row.checker_detail = result.get("checker")
         row.matches = bool(result["original_matches_stored"])
         if not row.matches:
             row.error = "onnxruntime does not reproduce test_data_set_0 outputs"
@@ -511,38 +736,74 @@ def fmt(value, spec: str = "", none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
 
+def before_after(row: Row, before, after, show=fmt) -> str:
+    if row.tool == "(input)":
+        return show(before)
+    return f"{show(before)} -> {show(after)}"
+
+
+def notes(row: Row) -> str:
+    """The error column: why a tool failed, plus what the checker or the domains say."""
+    parts = [row.error] if row.error else []
+    if row.checker_detail:
+        parts.append(f"onnx.checker: {row.checker_detail}")
+    if row.other_domains:
+        parts.append("non-standard ops: " + ", ".join(
+            f"{n} {d}" for d, n in row.other_domains.items()))
+    return "; ".join(parts).replace("|", "\\|")
+
+
+def yes_no(value: bool | None) -> str:
+    return {None: "-", True: "yes", False: "NO"}[value]
+
+
 def markdown(rows: list[Row]) -> str:
-    head = ("| model | tool | nodes | size | wall ms | tool ms | peak RSS MB | same bytes "
-            "| matches ORT | error |")
-    lines = [head, "|" + "---|" * 10]
+    head = ("| model | tool | nodes | input-dependent nodes | size | wall ms | tool ms "
+            "| peak RSS MB | same bytes | valid ONNX | matches ORT | error |")
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
-        if r.tool == "(input)":
-            nodes, size = fmt(r.nodes_before), human_size(r.size_before)
-        else:
-            nodes = f"{fmt(r.nodes_before)} -> {fmt(r.nodes_after)}"
-            size = f"{human_size(r.size_before)} -> {human_size(r.size_after)}"
-        same = {None: "-", True: "yes", False: "NO"}[r.deterministic]
-        matches = "-" if r.matches is None else ("yes" if r.matches else "NO")
-        err = (r.error or "").replace("|", "\\|")
-        lines.append(f"| {r.model} | {r.tool} | {nodes} | {size} | {fmt(r.wall_ms, '.0f')} "
-                     f"| {fmt(r.tool_ms, '.0f')} | {fmt(r.peak_rss_mb, '.0f')} | {same} "
-                     f"| {matches} | {err} |")
+        nodes = before_after(r, r.nodes_before, r.nodes_after)
+        dependent = before_after(r, r.input_dep_before, r.input_dep_after)
+        size = before_after(r, r.size_before, r.size_after, human_size)
+        lines.append(f"| {r.model} | {r.tool} | {nodes} | {dependent} | {size} "
+                     f"| {fmt(r.wall_ms, '.0f')} | {fmt(r.tool_ms, '.0f')} "
+                     f"| {fmt(r.peak_rss_mb, '.0f')} | {yes_no(r.deterministic)} "
+                     f"| {yes_no(r.checker_ok)} | {yes_no(r.matches)} | {notes(r)} |")
+    return "\n".join(lines)
+
+
+def egraph_table(rows: list[Row]) -> str:
+    """onnx-opt's own figures per model, from its --report (medians over the runs)."""
+    lines = ["| model | e-nodes | e-classes | saturate s | saturate / optimize "
+             "| rule firings |", "|" + "---|" * 6]
+    for r in rows:
+        if r.tool != "onnx-opt":
+            continue
+        e = r.egraph or {}
+        share = e.get("saturate_share")
+        lines.append(f"| {r.model} | {fmt(e.get('enodes'), '.0f')} "
+                     f"| {fmt(e.get('eclasses'), '.0f')} | {fmt(e.get('saturate_s'), '.3f')} "
+                     f"| {'-' if share is None else f'{share * 100:.0f}%'} "
+                     f"| {fmt(e.get('firings'), '.0f')} |")
     return "\n".join(lines)
 
 
 def summary(rows: list[Row], tools: list[str]) -> str:
-    lines = ["| tool | models ok | mismatches | failures | total nodes after | total MB after "
-             "| total wall s |", "|" + "---|" * 7]
+    lines = ["| tool | models ok | mismatches | failures | invalid ONNX | total nodes after "
+             "| total input-dependent after | total MB after | total wall s |",
+             "|" + "---|" * 9]
     for tool in tools:
         mine = [r for r in rows if r.tool == tool]
         ok = [r for r in mine if r.error is None and r.matches]
         mismatch = [r for r in mine if r.matches is False and r.runs > 0]
         failed = [r for r in mine if r.runs == 0]
+        invalid = [r for r in mine if r.checker_ok is False]
         nodes = sum(r.nodes_after or 0 for r in ok)
+        dependent = sum(r.input_dep_after or 0 for r in ok)
         size = sum(r.size_after or 0 for r in ok) / 1e6
         wall = sum(r.wall_ms or 0 for r in mine) / 1e3
         lines.append(f"| {tool} | {len(ok)}/{len(mine)} | {len(mismatch)} | {len(failed)} "
-                     f"| {nodes} | {size:.1f} | {wall:.1f} |")
+                     f"| {len(invalid)} | {nodes} | {dependent} | {size:.1f} | {wall:.1f} |")
     return "\n".join(lines)
 
 
@@ -650,6 +911,12 @@ def main(argv: list[str]) -> int:
     print(markdown(rows))
     print()
     print(summary(rows, tools))
+    if "onnx-opt" in tools:
+        print()
+        print("onnx-opt e-graph, main graph, from --report (median over the runs; "
+              "'-': the report lacks the field):")
+        print()
+        print(egraph_table(rows))
     if baselines:
         print()
         print("start-up baseline per peer child (interpreter + imports, no model): " + ", ".join(

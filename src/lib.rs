@@ -7,6 +7,8 @@ pub mod info;
 
 pub use onnx_proto as proto;
 pub mod optimize;
+pub mod prove;
+pub mod rules;
 pub mod run;
 pub mod verify;
 
@@ -39,6 +41,15 @@ pub enum Error {
         path: std::path::PathBuf,
         message: String,
     },
+    #[error("{path}: cannot read the rule file")]
+    RuleFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Rule files with errors: the rendering of every error of every file.
+    #[error("{0}")]
+    Rules(String),
     #[error("check could not run")]
     Verify(#[source] Box<verify::VerifyError>),
 }

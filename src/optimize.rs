@@ -27,6 +27,8 @@ pub struct OptimizeConfig {
     pub dims: BTreeMap<String, i64>,
     /// Externalize tensors of at least this many bytes.
     pub external_threshold: Option<usize>,
+    /// The rule files to saturate with.
+    pub rules: crate::rules::RuleSelection,
 }
 
 impl Default for OptimizeConfig {
@@ -38,6 +40,7 @@ impl Default for OptimizeConfig {
             check: 0,
             dims: BTreeMap::new(),
             external_threshold: None,
+            rules: Default::default(),
         }
     }
 }
@@ -90,6 +93,12 @@ pub fn load_ir(path: &Path) -> Result<Loaded, Error> {
     })
 }
 
+/// The saturation phases of a rule selection: one phase with every selected rule.
+pub fn rule_phases(sel: &crate::rules::RuleSelection) -> Result<Vec<onnx_egraph::Phase>, Error> {
+    let set = std::sync::Arc::new(crate::rules::load_rule_set(sel)?);
+    Ok(vec![onnx_egraph::Phase::new("rules", set)])
+}
+
 /// Refuses a model that fails the checker, listing every problem.
 pub fn check_ir(path: &Path, model: &Model) -> Result<(), Error> {
     onnx_ir::check_model(model).map_err(|errors| Error::Check {
@@ -126,6 +135,7 @@ pub fn optimize_file(
             })?;
     }
     check_ir(input, &model)?;
+    let phases = rule_phases(&cfg.rules)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let before = ModelInfo::of(&loaded.model);
     let t1 = Instant::now();
@@ -136,7 +146,7 @@ pub fn optimize_file(
             budget_floor: if cfg.fold_unbounded { None } else { Some(1024) },
         },
         cost: cfg.cost,
-        phases: Vec::new(),
+        phases,
         target_opset: None,
     };
     let (optimized, report) =
@@ -242,6 +252,16 @@ pub fn render_table(o: &Outcome) -> String {
             "phase {}: {:?} after {} iterations, {} e-nodes, {} e-classes, {:.3} s\n",
             p.name, p.stop, p.iterations, p.enodes, p.eclasses, p.seconds
         ));
+        if !p.firings.is_empty() {
+            let fired: Vec<String> = p.firings.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            s.push_str(&format!("  rules fired: {}\n", fired.join(", ")));
+        }
+        if !p.refusals.is_empty() {
+            s.push_str(&format!("  unions refused: {}\n", p.refusals.len()));
+            for r in p.refusals.iter().take(5) {
+                s.push_str(&format!("    rule '{}': {}\n", r.rule, r.reason));
+            }
+        }
     }
     s.push_str(&format!(
         "e-graph: {} e-classes, {} e-nodes, {} constants; folds over budget: {}\n",

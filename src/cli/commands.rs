@@ -62,6 +62,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             println!("file size: {} bytes", loaded.file_size);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Rules(cmd) => super::rules_cmd::run(cmd),
         Command::Copy {
             model,
             output,
@@ -91,6 +92,7 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
         check: args.check,
         dims: args.dims.into_iter().collect(),
         external_threshold: args.external_threshold,
+        rules: args.rules.selection(),
     };
     let progress = super::progress::Progress::start();
     let outcome = optimize_file(&args.model, &args.output, &cfg, &|phase| {

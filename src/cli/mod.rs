@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod commands;
 mod progress;
+mod rules_cmd;
 
 /// Optimize ONNX models with equality saturation.
 #[derive(Debug, Parser)]
@@ -33,6 +34,9 @@ pub enum Command {
     },
     /// Print a summary: IR version, opsets, producer, signature, op histogram, parameters.
     Info { model: PathBuf },
+    /// Rule files: list, check and prove, explain.
+    #[command(subcommand)]
+    Rules(RulesCommand),
     /// Load a model and save it again (optionally moving large tensors to external data).
     Copy {
         model: PathBuf,
@@ -70,9 +74,68 @@ pub struct OptimizeArgs {
     /// Store tensors of at least this many bytes in `<output>.data`.
     #[arg(long, value_name = "BYTES")]
     pub external_threshold: Option<usize>,
-    /// Write the before/after figures as JSON.
+    /// Write the before/after figures as JSON (with the firings of every rule).
     #[arg(long, value_name = "FILE.json")]
     pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub rules: RuleArgs,
+}
+
+/// Which rules to run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RuleArgs {
+    /// A rule file to add to the built-in rules (repeatable).
+    #[arg(long = "rules", value_name = "FILE")]
+    pub rule_files: Vec<PathBuf>,
+    /// Leave out the built-in rules.
+    #[arg(long)]
+    pub no_builtin_rules: bool,
+    /// Also run rules tagged `unsafe` (float-unsafe: x + 0 -> x, reassociation, ...).
+    #[arg(long)]
+    pub unsafe_rules: bool,
+}
+
+impl RuleArgs {
+    pub fn selection(&self) -> onnx_opt::rules::RuleSelection {
+        onnx_opt::rules::RuleSelection {
+            no_builtin: self.no_builtin_rules,
+            files: self.rule_files.clone(),
+            float_unsafe: self.unsafe_rules,
+        }
+    }
+}
+
+/// `onnx-opt rules ...`.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// List the rules (built-in and --rules files) with their opset windows and tags.
+    List {
+        #[command(flatten)]
+        rules: RuleArgs,
+    },
+    /// Parse and check rule files (default: the built-in ones), then prove every rule on
+    /// random instances in the reference interpreter.
+    Check {
+        /// Rule files to check (default: the built-in rules).
+        files: Vec<PathBuf>,
+        /// Only check the rules with these names (repeatable).
+        #[arg(long = "rule", value_name = "NAME")]
+        only: Vec<String>,
+        /// Seed of the random instances.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Parse and check only; do not prove.
+        #[arg(long)]
+        no_prove: bool,
+    },
+    /// For each site where a rule could apply in a model, say whether it fired or which part
+    /// of the pattern or which guard failed.
+    Explain {
+        rule: String,
+        model: PathBuf,
+        #[command(flatten)]
+        rules: RuleArgs,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -136,7 +199,9 @@ pub mod exit {
     pub const USAGE: u8 = 2;
 }
 
-const SUBCOMMANDS: &[&str] = &["info", "copy", "check", "print", "run", "optimize", "help"];
+const SUBCOMMANDS: &[&str] = &[
+    "info", "copy", "check", "print", "run", "optimize", "rules", "help",
+];
 
 /// Parses the process arguments (with `onnx-opt MODEL -o OUT` meaning `optimize`) and runs.
 pub fn main() -> ExitCode {

@@ -1,6 +1,7 @@
 //! The `onnx-opt` binary: exit codes, messages, and that failures write nothing.
 
 mod npy;
+mod rules;
 
 use std::path::Path;
 use std::process::{Command, Output};

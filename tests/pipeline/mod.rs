@@ -34,6 +34,7 @@ fn optimized_dev_models_compute_the_same() {
                     enabled: true,
                     budget_floor: if unbounded { None } else { Some(1024) },
                 },
+                phases: onnx_opt::optimize::rule_phases(&Default::default()).unwrap(),
                 ..Default::default()
             };
             let (optimized, report) = match onnx_egraph::optimize_model(&loaded.model, options) {
@@ -48,7 +49,28 @@ fn optimized_dev_models_compute_the_same() {
                 "{}",
                 path.display()
             );
+            let refusals: Vec<_> = report
+                .main
+                .phases
+                .iter()
+                .flat_map(|p| &p.refusals)
+                .collect();
+            if !refusals.is_empty() {
+                failures.push(format!(
+                    "{}: built-in rules refused unions: {refusals:?}",
+                    path.display()
+                ));
+            }
             let proto = optimized.to_proto();
+            // No dev model grows (the whole file: folding, rules and all).
+            use onnx_proto::Message;
+            let (before, after) = (loaded.proto.model.encoded_len(), proto.encoded_len());
+            if !unbounded && after > before {
+                failures.push(format!(
+                    "{}: the model grew: {before} -> {after} bytes",
+                    path.display()
+                ));
+            }
             if let Some(e) = reproduces_test_data(&path, &proto) {
                 failures.push(format!(
                     "{} (unbounded {unbounded}): test data: {e}",

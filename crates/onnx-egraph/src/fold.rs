@@ -119,12 +119,36 @@ fn fold_view(
     })
 }
 
+/// Ops whose output is data made from a small description (a shape, a repeat count): folding
+/// them writes that data into the file, so they get no allowance beyond their inputs' size
+/// but a few elements (a model never grows by folding them).
+const GENERATING_OPS: &[&str] = &[
+    "ConstantOfShape",
+    "Tile",
+    "Expand",
+    "Range",
+    "EyeLike",
+    "OneHot",
+];
+
+/// Bytes a generating op's result may exceed its constant inputs by.
+const GENERATING_FLOOR: usize = 64;
+
+fn budget_floor_for(info: &OpInfo, floor: usize) -> usize {
+    if info.domain.is_empty() && GENERATING_OPS.contains(&info.op_type.as_str()) {
+        floor.min(GENERATING_FLOOR)
+    } else {
+        floor
+    }
+}
+
 /// False when inference already shows the result is over the folding budget (so a huge
 /// ConstantOfShape/Expand/Tile is never computed just to be thrown away).
 fn within_budget(egraph: &OnnxEGraph, info: &OpInfo, inferred: &ClassData, inputs: &[Id]) -> bool {
     let Some(floor) = egraph.analysis.fold.budget_floor else {
         return true;
     };
+    let floor = budget_floor_for(info, floor);
     let input_bytes: usize = inputs[..info.n_inputs]
         .iter()
         .filter_map(|&c| egraph[c].data.constant)
@@ -302,7 +326,7 @@ fn fold_op(
         .analysis
         .fold
         .budget_floor
-        .map(|floor| floor.max(input_bytes));
+        .map(|floor| budget_floor_for(info, floor).max(input_bytes));
     let mut ids = Vec::with_capacity(outputs.len());
     for out in &outputs {
         let onnx_ref::Value::Tensor(t) = out else {

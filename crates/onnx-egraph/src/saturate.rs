@@ -76,6 +76,9 @@ pub struct PhaseReport {
     pub firings: BTreeMap<String, usize>,
     /// Unions refused (different types or constants), with the rule that asked.
     pub refusals: Vec<Refusal>,
+    /// Matches whose right side could not be built (an attribute value out of range, a
+    /// literal whose type cannot be told), per rule: the rule matched but did nothing.
+    pub not_built: BTreeMap<String, usize>,
 }
 
 /// Runs the phases in order on the e-graph, returning it with one report per phase.
@@ -99,6 +102,7 @@ pub fn saturate(
             seconds: 0.0,
             firings: BTreeMap::new(),
             refusals: Vec::new(),
+            not_built: BTreeMap::new(),
         };
         if !active.is_empty() || !phase.rewrites.is_empty() {
             report.stop = run_phase(&mut egraph, phase, &active, opset, uses, start, &mut report)?;
@@ -153,7 +157,10 @@ fn run_phase(
             for m in matches {
                 match crate::rules::apply(egraph, rule, m, opset, &use_map, &phase.rules.guards) {
                     Applied::Changed => fired += 1,
-                    Applied::Unchanged | Applied::NotBuilt(_) => {}
+                    Applied::Unchanged => {}
+                    Applied::NotBuilt(_) => {
+                        *report.not_built.entry(rule.name.clone()).or_insert(0) += 1;
+                    }
                     Applied::Refused(reason) => {
                         let roots = m.roots.iter().map(|&c| egraph.find(c)).collect();
                         if !refused.insert((rule.name.clone(), roots)) {

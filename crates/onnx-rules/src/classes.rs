@@ -6,8 +6,10 @@ use crate::params::REDUCTIONS;
 
 const IDEMPOTENT: &[&str] = &["Relu", "Abs", "Ceil", "Floor", "Round", "Sign"];
 
+/// Strictly increasing on all of their domain's reals (Log and Sqrt are not: negative inputs
+/// give NaN, which ArgMax ranks differently).
 const MONOTONE: &[&str] = &[
-    "Exp", "Sigmoid", "Tanh", "Log", "Sqrt", "Erf", "Softplus", "Asinh", "Sinh", "Atan",
+    "Exp", "Sigmoid", "Tanh", "Erf", "Softplus", "Asinh", "Sinh", "Atan",
 ];
 
 const UNARY_ELEMENTWISE: &[&str] = &[

@@ -201,6 +201,12 @@ pub const BUILTINS: &[FuncSig] = &[
         "a Reshape target for shape vector s over x: 0 where s copies x's dim, one -1",
     ),
     sig(
+        "root",
+        &[],
+        Value,
+        "the value the left side matched (its first root)",
+    ),
+    sig(
         "same_shape",
         &[Value, Value],
         Bool,

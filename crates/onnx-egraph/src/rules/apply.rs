@@ -25,6 +25,7 @@ pub(crate) struct RhsBuilder<'a> {
     pub guards: &'a GuardRegistry,
     pub uses: &'a BTreeMap<Id, usize>,
     pub lets: BTreeMap<VarId, Option<Id>>,
+    pub roots: &'a [Id],
 }
 
 /// An input being built: a class, absent, or a literal waiting for its slot's type.
@@ -44,6 +45,7 @@ impl RhsBuilder<'_> {
             rule: self.rule,
             env: self.env,
             guards: self.guards,
+            roots: self.roots,
         };
         let v = ev
             .eval(e)

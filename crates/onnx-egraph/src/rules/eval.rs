@@ -70,6 +70,8 @@ pub(crate) struct Evaluator<'a> {
     pub rule: &'a Rule,
     pub env: &'a Env,
     pub guards: &'a GuardRegistry,
+    /// The classes of the left side's roots (`root()`).
+    pub roots: &'a [Id],
 }
 
 fn dim_val(d: &SymDim) -> Option<Val> {
@@ -332,6 +334,7 @@ impl Evaluator<'_> {
                 b(ctx.uses.get(&c).copied() == Some(1))
             }
             ("opset", []) => Some(Val::Int(ctx.opset)),
+            ("root", []) => Some(Val::Class(eg.find(*self.roots.first()?))),
             ("len", [l]) => Some(Val::Int(self.list(l.clone())?.len() as i64)),
             ("range", [x, y]) => {
                 let (x, y) = (x.as_int()?, y.as_int()?);
@@ -369,6 +372,7 @@ impl Evaluator<'_> {
                 let xs = ctx.shape(Self::class(x)?)?;
                 let mut out = Vec::with_capacity(sym.len());
                 let mut minus_one = sym.contains(&SymDim::Known(-1));
+                let mut added_minus_one = false;
                 for (i, d) in sym.iter().enumerate() {
                     let same = xs.get(i).is_some_and(|x| x == d);
                     out.push(match d {
@@ -376,10 +380,20 @@ impl Evaluator<'_> {
                         SymDim::Param(_) if same => Val::Int(0),
                         _ if !minus_one => {
                             minus_one = true;
+                            added_minus_one = true;
                             Val::Int(-1)
                         }
                         _ => return None,
                     });
+                }
+                // A new -1 is inferable only when every other entry is a known positive
+                // size: next to a copied dim that may be 0 at run time it is ambiguous.
+                if added_minus_one
+                    && !out
+                        .iter()
+                        .all(|v| matches!(v, Val::Int(k) if *k > 0 || *k == -1))
+                {
+                    return None;
                 }
                 Some(Val::List(out))
             }

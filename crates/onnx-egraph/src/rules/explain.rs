@@ -127,7 +127,7 @@ pub fn explain_rule(
         } else if envs.iter().any(|e| guard_holds(&ctx, &rule, e, &[c])) {
             SiteVerdict::Fired
         } else {
-            guard_failure(&ctx, &rule, &envs[0])
+            guard_failure(&ctx, &rule, &envs[0], c)
         };
         out.push(SiteReport { site, verdict });
     }
@@ -135,7 +135,7 @@ pub fn explain_rule(
 }
 
 /// The first conjunct of the guard that is not true.
-fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env) -> SiteVerdict {
+fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, root: egg::Id) -> SiteVerdict {
     let Some(g) = rule.guard else {
         return SiteVerdict::TypeUnknownOrDifferent;
     };
@@ -150,6 +150,7 @@ fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env) -> SiteVerdict {
         rule,
         env,
         guards: ctx.guards,
+        roots: &[root],
     };
     for e in conj {
         let v = ev.eval(e);

@@ -215,6 +215,7 @@ pub(crate) fn guard_holds(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, roots: &[
         rule,
         env,
         guards: ctx.guards,
+        roots,
     };
     ev.eval(g) == Some(Val::Bool(true))
 }
@@ -277,6 +278,7 @@ pub(crate) fn apply(
         guards,
         uses,
         lets: BTreeMap::new(),
+        roots: &m.roots,
     };
     let mut built = Vec::new();
     for &t in &rule.rhs {

@@ -1,0 +1,122 @@
+//! `onnx-opt rules list | check | explain`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use super::RulesCommand;
+
+pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
+    match cmd {
+        RulesCommand::List { rules } => {
+            let files = onnx_opt::rules::load_files(&rules.selection())?;
+            for f in &files {
+                println!("{} ({} rules)", f.path, f.rules.len());
+                for r in &f.rules {
+                    let window = match r.window.max {
+                        Some(m) => format!("opset {}..{m}", r.window.min),
+                        None => format!("opset {}..", r.window.min),
+                    };
+                    let mut tags = vec![match r.tags.precision {
+                        onnx_rules::ir::Precision::Exact => "exact".to_string(),
+                        onnx_rules::ir::Precision::Rounding => "rounding".to_string(),
+                        onnx_rules::ir::Precision::Tolerance(t) => format!("tol {t}"),
+                    }];
+                    if r.tags.float_unsafe {
+                        tags.push("unsafe".into());
+                    }
+                    tags.extend(r.tags.labels.iter().cloned());
+                    println!(
+                        "  {:<28} {:<14} {:>2} epochs  [{}]  # {}",
+                        r.name,
+                        window,
+                        r.epochs.len(),
+                        tags.join(", "),
+                        r.doc.lines().next().unwrap_or("")
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Check {
+            files,
+            only,
+            seed,
+            no_prove,
+        } => {
+            let sel = onnx_opt::rules::RuleSelection {
+                no_builtin: !files.is_empty(),
+                files,
+                float_unsafe: true,
+            };
+            let parsed = onnx_opt::rules::load_files(&sel)?;
+            let n: usize = parsed.iter().map(|f| f.rules.len()).sum();
+            println!(
+                "{} rules in {} files: syntax and schemas ok",
+                n,
+                parsed.len()
+            );
+            if no_prove {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let opts = onnx_opt::prove::ProveOptions {
+                seed,
+                ..Default::default()
+            };
+            let guards = onnx_egraph::GuardRegistry::default();
+            let mut verdicts = Vec::new();
+            for f in &parsed {
+                for r in &f.rules {
+                    if !only.is_empty() && !only.contains(&r.name) {
+                        continue;
+                    }
+                    verdicts.push(onnx_opt::prove::prove_rule(r, &guards, &opts));
+                }
+            }
+            print!("{}", onnx_opt::prove::render_verdicts(&verdicts, &opts));
+            let failed = verdicts.iter().filter(|v| !v.passed(&opts)).count();
+            if failed > 0 {
+                eprintln!(
+                    "error: {failed} of {} rules failed their proof",
+                    verdicts.len()
+                );
+                return Ok(ExitCode::from(super::exit::ERROR));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Explain { rule, model, rules } => {
+            let set = Arc::new(onnx_opt::rules::load_rule_set(&rules.selection())?);
+            let loaded = onnx_opt::optimize::load_ir(&model)?;
+            let sites = onnx_egraph::explain_rule(&loaded.model, set, &rule).map_err(|source| {
+                onnx_opt::Error::Optimize {
+                    path: model.clone(),
+                    source,
+                }
+            })?;
+            if sites.is_empty() {
+                println!("rule '{rule}': its root op does not occur in the model (or the model's opset is outside the rule's window)");
+            }
+            for s in &sites {
+                let v = match &s.verdict {
+                    onnx_egraph::SiteVerdict::Fired => "fired".to_string(),
+                    onnx_egraph::SiteVerdict::PatternFailed { line, col, reason } => {
+                        format!("pattern failed at {line}:{col}: {reason}")
+                    }
+                    onnx_egraph::SiteVerdict::GuardFailed { line, col, value } => {
+                        format!("guard failed at {line}:{col}: the condition is {value}")
+                    }
+                    onnx_egraph::SiteVerdict::Refused(reason) => {
+                        format!("matched, but the union was refused: {reason}")
+                    }
+                    onnx_egraph::SiteVerdict::TypeUnknownOrDifferent => {
+                        "matched, but the replacement's type is not known equal to the value's"
+                            .to_string()
+                    }
+                };
+                println!("{}: {v}", s.site);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The prover on small rules: correct ones pass, wrong ones fail with a printed instance, and a
+//! rule that cannot fire fails for firing too rarely.
+
+use onnx_egraph::GuardRegistry;
+use onnx_rules::CheckOptions;
+
+use super::*;
+
+fn opts() -> ProveOptions {
+    ProveOptions {
+        instances: 4,
+        max_attempts: 60,
+        seed: 7,
+        min_fired: 4,
+    }
+}
+
+/// Parses one rule (the file header is added) and proves it.
+fn prove(text: &str) -> RuleVerdict {
+    let source = format!("# prover tests\n\n{text}");
+    let file = onnx_rules::parse_rules("test.rules", &source, &CheckOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rule = file.rules.into_iter().next().expect("one rule");
+    prove_rule(&rule, &GuardRegistry::default(), &opts())
+}
+
+fn assert_passes(v: &RuleVerdict) {
+    assert!(
+        v.passed(&opts()),
+        "{}",
+        render_verdicts(std::slice::from_ref(v), &opts())
+    );
+}
+
+fn assert_fails_with_instance(v: &RuleVerdict) -> &ProveFailure {
+    let f = v.failure.as_ref().unwrap_or_else(|| {
+        panic!(
+            "expected a failure:\n{}",
+            render_verdicts(std::slice::from_ref(v), &opts())
+        )
+    });
+    assert!(f.instance.contains("y = "), "{}", f.instance);
+    assert!(!v.passed(&opts()));
+    f
+}
+
+#[test]
+fn identity_elimination_passes() {
+    let v = prove("# Identity(x) == x\nrule identity_elim [exact]:\n  Identity(x) => x\n");
+    assert_passes(&v);
+    assert!(v.checks.iter().all(|c| c.fired > 0), "{:?}", v.checks);
+}
+
+#[test]
+fn relu_is_not_abs() {
+    let v = prove("# wrong on purpose\nrule relu_abs:\n  Relu(x) => Abs(x)\n");
+    let f = assert_fails_with_instance(&v);
+    assert!(f.instance.contains("Relu"), "{}", f.instance);
+    assert!(f.detail.contains("differ"), "{}", f.detail);
+}
+
+#[test]
+fn subtracting_zero_is_exact() {
+    let v = prove("# x - 0 == x\nrule sub_zero [exact]:\n  Sub(x, 0) => x\n");
+    assert_passes(&v);
+}
+
+#[test]
+fn adding_zero_is_not_exact_on_negative_zero() {
+    let v = prove("# x + 0 == x, except -0\nrule add_zero [exact]:\n  Add(x, 0) => x\n");
+    let f = assert_fails_with_instance(&v);
+    assert!(f.detail.contains("-0"), "{}", f.detail);
+}
+
+#[test]
+fn a_rule_that_cannot_fire_fails_for_firing_too_rarely() {
+    let v = prove("# never\nrule never [exact]:\n  Relu(x) => x\n  where rank(x) == 99\n");
+    assert!(v.failure.is_none(), "{:?}", v.failure);
+    assert!(v.checks.iter().all(|c| c.fired == 0));
+    assert!(!v.passed(&opts()));
+    let text = render_verdicts(&[v], &opts());
+    assert!(text.contains("fires too rarely"), "{text}");
+}
+
+#[test]
+fn verdicts_are_deterministic() {
+    let text = "# Transpose(Transpose(x, q), p) == Transpose(x, compose(q, p))\nrule tt [exact]:\n  Transpose<perm: p>(Transpose<perm: q>(x)) => Transpose<perm: compose(q, p)>(x)\n";
+    let a = prove(text);
+    let b = prove(text);
+    let counts = |v: &RuleVerdict| {
+        v.checks
+            .iter()
+            .map(|c| (c.opset, c.dtype.clone(), c.attempts, c.fired))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(&a), counts(&b));
+    assert_passes(&a);
+}

@@ -1,0 +1,90 @@
+//! Rule files: the built-in ones (`rules/*.rules`, embedded in the binary) and a user's, parsed
+//! and checked together (rule names are unique across all of them) into one [`RuleSet`].
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use onnx_egraph::RuleSet;
+use onnx_rules::ir::RuleFile;
+use onnx_rules::CheckOptions;
+
+use crate::Error;
+
+/// The built-in rule files: (path in the repository, text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "rules/cleanup.rules",
+        include_str!("../rules/cleanup.rules"),
+    ),
+    ("rules/fusion.rules", include_str!("../rules/fusion.rules")),
+];
+
+/// Which rules to load.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSelection {
+    /// Leave out the built-in files.
+    pub no_builtin: bool,
+    /// A user's rule files, after the built-in ones.
+    pub files: Vec<PathBuf>,
+    /// Run rules tagged `unsafe` (float-unsafe) too.
+    pub float_unsafe: bool,
+}
+
+/// Parses and checks the built-in files and the user's; every error of every file is
+/// reported (the error's text is the rendering of all of them).
+pub fn load_files(sel: &RuleSelection) -> Result<Vec<RuleFile>, Error> {
+    let mut sources: Vec<(String, String)> = Vec::new();
+    if !sel.no_builtin {
+        for (p, t) in BUILTIN {
+            sources.push((p.to_string(), t.to_string()));
+        }
+    }
+    for f in &sel.files {
+        let text = read_rule_file(f)?;
+        sources.push((f.display().to_string(), text));
+    }
+    parse_all(&sources)
+}
+
+/// Reads a rule file as UTF-8.
+pub fn read_rule_file(f: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(f).map_err(|source| Error::RuleFile {
+        path: f.to_path_buf(),
+        source,
+    })
+}
+
+/// Parses several sources, names unique across them; all errors at once.
+pub fn parse_all(sources: &[(String, String)]) -> Result<Vec<RuleFile>, Error> {
+    let mut taken = BTreeSet::new();
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for (path, text) in sources {
+        let options = CheckOptions {
+            taken_names: taken.clone(),
+            ..Default::default()
+        };
+        match onnx_rules::parse_rules(path, text, &options) {
+            Ok(f) => {
+                taken.extend(f.rules.iter().map(|r| r.name.clone()));
+                files.push(f);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if errors.is_empty() {
+        Ok(files)
+    } else {
+        Err(Error::Rules(errors.join("\n")))
+    }
+}
+
+/// The rule set of a selection.
+pub fn load_rule_set(sel: &RuleSelection) -> Result<RuleSet, Error> {
+    let mut set = RuleSet::new();
+    for f in load_files(sel)? {
+        set.add_file(f);
+    }
+    set.float_unsafe = sel.float_unsafe;
+    Ok(set)
+}
