@@ -119,7 +119,7 @@ impl Hints {
                 }
             }
         }
-        if let Some(g) = rule.guard {
+        for g in rule.guard.iter().chain(&rule.hints).copied() {
             let mut atoms = Vec::new();
             conjuncts(rule, g, &mut atoms);
             for a in atoms {

@@ -4,7 +4,7 @@
 //! the right side the engine built computes the same values (by the rule's precision tag).
 //!
 //! - [`choice`]: the randomness (a proptest-generated choice vector, shrunk toward zeros).
-//! - [`hints`]: what the guard says (constants, ranks, attribute values).
+//! - [`hints`]: what the guard and the `hint` clauses say (constants, ranks, attribute values).
 //! - [`gen`] and [`ops`]: the instance as a model (op-aware shapes and attributes).
 //! - [`engine`]: lift, saturate with the one rule, extract the right side.
 //! - [`compare`]: run both sides, compare.
@@ -593,7 +593,7 @@ pub fn render_verdicts(v: &[RuleVerdict], opts: &ProveOptions) -> String {
         for (opset, fired) in r.rare_epochs(opts) {
             let _ = writeln!(
                 out,
-                "  fires too rarely at opset {opset}: {fired} instances (at least {} wanted); it needs a generation hint",
+                "  fires too rarely at opset {opset}: {fired} instances (at least {} wanted); give it a `hint` clause (rules/README.md)",
                 opts.min_fired
             );
             for c in r.checks.iter().filter(|c| c.opset == opset) {

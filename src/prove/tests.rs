@@ -96,3 +96,17 @@ fn verdicts_are_deterministic() {
     assert_eq!(counts(&a), counts(&b));
     assert_passes(&a);
 }
+
+#[test]
+fn a_rule_that_fires_rarely_passes_once_it_gets_a_hint() {
+    let rule = "# Identity(x) == x, only for 24 elements\nrule id24 [exact]:\n  Identity(x) => x\n  where numel(x) == 24\n";
+    let v = prove(rule);
+    assert!(
+        !v.passed(&opts()),
+        "a guard the generator cannot read fires rarely"
+    );
+    let hinted = format!(
+        "{rule}  hint rank(x) == 3 && dim(x, 0) == 2 && dim(x, 1) == 3\n  hint dim(x, 2) == 4\n"
+    );
+    assert_passes(&prove(&hinted));
+}

@@ -110,7 +110,39 @@ pub struct Selection {
 struct Best {
     node: ONode,
     total: f64,
-    set: BTreeMap<Id, f64>,
+    /// The classes this choice needs (itself included) with their own costs, sorted by id:
+    /// a shared subterm is in the set once, so it is paid once.
+    set: Vec<(Id, f64)>,
+}
+
+/// Union of two cost sets sorted by class id (a linear merge; equal ids carry equal costs).
+fn merge_sets(a: &[(Id, f64)], b: &[(Id, f64)]) -> Vec<(Id, f64)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+fn contains(set: &[(Id, f64)], c: Id) -> bool {
+    set.binary_search_by(|(id, _)| id.cmp(&c)).is_ok()
 }
 
 /// Extracts the best DAG below `root` under `model`.
@@ -152,31 +184,25 @@ pub fn extract_dag(
             if !own.is_finite() {
                 continue;
             }
-            let kids: Vec<Id> = node.children().iter().map(|&k| egraph.find(k)).collect();
+            let mut kids: Vec<Id> = node.children().iter().map(|&k| egraph.find(k)).collect();
             if !kids.iter().all(|k| best.contains_key(k)) || kids.contains(&c) {
                 continue;
             }
-            let mut set: BTreeMap<Id, f64> = BTreeMap::new();
-            let mut cyclic = false;
-            for k in &kids {
-                let b = &best[k];
-                if b.set.contains_key(&c) {
-                    cyclic = true;
-                    break;
-                }
-                if set.is_empty() {
-                    set = b.set.clone();
-                } else {
-                    for (&id, &v) in &b.set {
-                        set.insert(id, v);
-                    }
-                }
+            if kids.iter().any(|k| contains(&best[k].set, c)) {
+                continue; // choosing this node would make a cycle
             }
-            if cyclic {
-                continue;
+            // Merge the children's sets, largest first.
+            kids.sort_by_key(|k| std::cmp::Reverse(best[k].set.len()));
+            kids.dedup();
+            let mut set: Vec<(Id, f64)> = match kids.first() {
+                Some(k) => best[k].set.clone(),
+                None => Vec::new(),
+            };
+            for k in kids.iter().skip(1) {
+                set = merge_sets(&set, &best[k].set);
             }
-            set.insert(c, own);
-            let total: f64 = set.values().sum();
+            set = merge_sets(&set, &[(c, own)]);
+            let total: f64 = set.iter().map(|(_, v)| v).sum();
             let better = match best.get(&c) {
                 None => true,
                 Some(b) => total < b.total - 1e-12,

@@ -126,6 +126,9 @@ fn run_phase(
 ) -> Result<PhaseStop, EGraphError> {
     // A site refused once is reported once, however often the rule matches it again.
     let mut refused: std::collections::BTreeSet<(String, Vec<egg::Id>)> = Default::default();
+    // Matches already applied, by rule and canonical ids: applying one again would rebuild the
+    // same right side (hash-consing) and change nothing.
+    let mut applied: std::collections::HashSet<(usize, Vec<u32>)> = Default::default();
     for iteration in 0..phase.iter_limit {
         report.iterations = iteration + 1;
         egraph.rebuild();
@@ -151,10 +154,13 @@ fn run_phase(
         let nodes_before = egraph.total_number_of_nodes();
         let mut changed = false;
         egraph.analysis.rules_this_iteration.clear();
-        for (rule, matches) in active.iter().zip(&dsl_matches) {
+        for (ri, (rule, matches)) in active.iter().zip(&dsl_matches).enumerate() {
             egraph.analysis.current_rule = Some(rule.name.clone());
             let mut fired = 0usize;
             for m in matches {
+                if !applied.insert((ri, m.key(egraph))) {
+                    continue;
+                }
                 match crate::rules::apply(egraph, rule, m, opset, &use_map, &phase.rules.guards) {
                     Applied::Changed => fired += 1,
                     Applied::Unchanged => {}

@@ -47,6 +47,8 @@ pub struct OpInfo {
 pub struct OpTable {
     ops: IndexSet<OpInfo>,
     by_type: BTreeMap<(String, String), Vec<OpId>>,
+    /// The schema each op binds to (looked up once, at interning).
+    schemas: Vec<Option<&'static onnx_schema::OpSchema>>,
 }
 
 impl OpTable {
@@ -55,15 +57,25 @@ impl OpTable {
             onnx_schema::normalize_domain(&info.domain).to_string(),
             info.op_type.clone(),
         );
+        let schema = if info.has_schema {
+            onnx_schema::registry().lookup(&info.domain, &info.op_type, info.since_version)
+        } else {
+            None
+        };
         let (i, new) = self.ops.insert_full(info);
         let id = OpId(i as u32);
         if new {
             self.by_type.entry(key).or_default().push(id);
+            self.schemas.push(schema);
         }
         id
     }
     pub fn get(&self, id: OpId) -> &OpInfo {
         &self.ops[id.0 as usize]
+    }
+    /// The schema the op binds to (`None` for ops without one).
+    pub fn schema(&self, id: OpId) -> Option<&'static onnx_schema::OpSchema> {
+        self.schemas.get(id.0 as usize).copied().flatten()
     }
     /// Every interned op of this (normalized) domain and op_type, in id order.
     pub fn of_type(&self, domain: &str, op_type: &str) -> &[OpId] {

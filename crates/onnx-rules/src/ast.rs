@@ -51,11 +51,21 @@ pub enum TagKind {
     Opset(i64, Option<i64>),
 }
 
-/// A `let` or `where` clause.
+/// A `let`, `where` or `hint` clause.
 #[derive(Debug, Clone)]
 pub enum Clause {
-    Let { name: Ident, term: Term },
-    Where { expr: Expr, span: Span },
+    Let {
+        name: Ident,
+        term: Term,
+    },
+    Where {
+        expr: Expr,
+        span: Span,
+    },
+    /// A condition for the prover's instance generator; it does not restrict matching.
+    Hint {
+        expr: Expr,
+    },
 }
 
 /// `@A..B`, `@A..`, `@A` of an op head.

@@ -115,6 +115,9 @@ pub struct Rule {
     pub lets: Vec<(VarId, TermId)>,
     /// The guard (`where`), a boolean expression; `None` is true.
     pub guard: Option<ExprId>,
+    /// `hint` conditions: they steer the prover's instance generator toward instances where
+    /// the rule fires (`hint rank(x) == 4`) and never restrict where the rule applies.
+    pub hints: Vec<ExprId>,
 }
 
 impl Rule {

@@ -94,6 +94,9 @@ fn summary(file: &RuleFile) -> String {
             if r.guard.is_some() { "yes" } else { "no" }
         )
         .unwrap();
+        if !r.hints.is_empty() {
+            writeln!(out, "  hints: {}", r.hints.len()).unwrap();
+        }
     }
     out
 }

@@ -1,7 +1,7 @@
 //! The schema registry: every schema version indexed by (domain, op type), the per-domain opset
 //! ranges, onnx's release table, and the lazily parsed embedded copy ([`registry`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
@@ -59,8 +59,11 @@ pub struct ReleaseVersions {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchemaRegistry {
-    /// domain -> op type -> versions sorted by since_version.
-    schemas: BTreeMap<String, BTreeMap<String, Vec<OpSchema>>>,
+    /// domain -> op type -> versions sorted by since_version (hashed: lookups are hot; nothing
+    /// iterates it).
+    schemas: HashMap<String, HashMap<String, Vec<OpSchema>>>,
+    /// domain -> op types, sorted: the iteration order of `domains`, `op_types` and `iter`.
+    order: BTreeMap<String, Vec<String>>,
     opsets: BTreeMap<String, OpsetRange>,
     release_table: Vec<ReleaseVersions>,
     onnx_version: String,
@@ -112,8 +115,17 @@ impl SchemaRegistry {
                 });
             }
         }
+        let order: BTreeMap<String, Vec<String>> = schemas
+            .iter()
+            .map(|(d, ops)| (d.clone(), ops.keys().cloned().collect()))
+            .collect();
+        let schemas: HashMap<String, HashMap<String, Vec<OpSchema>>> = schemas
+            .into_iter()
+            .map(|(d, ops)| (d, ops.into_iter().collect()))
+            .collect();
         Ok(Self {
             schemas,
+            order,
             opsets,
             release_table,
             onnx_version,
@@ -162,15 +174,15 @@ impl SchemaRegistry {
 
     /// The domains that have at least one schema, sorted ("" first).
     pub fn domains(&self) -> impl Iterator<Item = &str> + '_ {
-        self.schemas.keys().map(String::as_str)
+        self.order.keys().map(String::as_str)
     }
 
     /// The operator types of `domain`, sorted.
     pub fn op_types(&self, domain: &str) -> impl Iterator<Item = &str> + '_ {
-        self.schemas
+        self.order
             .get(normalize_domain(domain))
             .into_iter()
-            .flat_map(|ops| ops.keys().map(String::as_str))
+            .flat_map(|ops| ops.iter().map(String::as_str))
     }
 
     /// Number of schema versions over all domains.
@@ -185,9 +197,9 @@ impl SchemaRegistry {
 
     /// Every schema version, sorted by (domain, name, since_version).
     pub fn iter(&self) -> impl Iterator<Item = &OpSchema> + '_ {
-        self.schemas
-            .values()
-            .flat_map(|ops| ops.values())
+        self.order
+            .iter()
+            .flat_map(move |(d, ops)| ops.iter().map(move |op| self.versions(d, op)))
             .flat_map(|versions| versions.iter())
     }
 

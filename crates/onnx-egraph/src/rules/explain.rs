@@ -93,6 +93,7 @@ pub fn explain_rule(
             opset,
             ac: rule.tags.precision != Precision::Exact,
             trace: Some(Default::default()),
+            bound: Default::default(),
         };
         let empty: Env = vec![None; rule.vars.len()];
         let envs = m.pat(root, c, &empty);

@@ -55,6 +55,8 @@ pub(crate) struct Matcher<'a> {
     pub ac: bool,
     /// When set (by `explain`), why pattern nodes failed to match.
     pub trace: Option<std::cell::RefCell<Vec<(PatId, String)>>>,
+    /// since_version each named op binds at the model's opset (memo of schema lookups).
+    pub bound: std::cell::RefCell<Vec<(String, String, Option<i64>)>>,
 }
 
 impl<'a> Matcher<'a> {
@@ -247,17 +249,32 @@ impl<'a> Matcher<'a> {
                 info.since_version >= lo && hi.is_none_or(|h| info.since_version <= h)
             }
             None => {
-                let opset = if r.domain.is_empty() {
-                    self.opset
-                } else {
-                    match self.eg.analysis.opsets.get(&r.domain) {
-                        Some(&v) => v,
-                        None => return false,
+                let cached = self
+                    .bound
+                    .borrow()
+                    .iter()
+                    .find(|(d, o, _)| *d == r.domain && *o == r.op_type)
+                    .map(|x| x.2);
+                let since = match cached {
+                    Some(s) => s,
+                    None => {
+                        let opset = if r.domain.is_empty() {
+                            Some(self.opset)
+                        } else {
+                            self.eg.analysis.opsets.get(&r.domain).copied()
+                        };
+                        let s = opset.and_then(|v| {
+                            onnx_schema::registry()
+                                .lookup(&r.domain, &r.op_type, v)
+                                .map(|s| s.since_version)
+                        });
+                        self.bound
+                            .borrow_mut()
+                            .push((r.domain.clone(), r.op_type.clone(), s));
+                        s
                     }
                 };
-                onnx_schema::registry()
-                    .lookup(&r.domain, &r.op_type, opset)
-                    .is_some_and(|s| s.since_version == info.since_version)
+                since == Some(info.since_version)
             }
         }
     }
@@ -318,8 +335,10 @@ impl<'a> Matcher<'a> {
                 return envs;
             }
         }
-        let schema =
-            onnx_schema::registry().lookup(&info.domain, &info.op_type, info.since_version);
+        let schema = match node.kind {
+            NodeKind::Op(id) => self.eg.analysis.ops.schema(id),
+            _ => None,
+        };
         // Logical parameters located in inputs and not named must be absent.
         if info.domain.is_empty() {
             for lp in onnx_rules::params::logical_params(&info.op_type, info.since_version) {

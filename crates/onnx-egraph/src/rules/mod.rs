@@ -77,6 +77,37 @@ pub struct RuleMatch {
     pub(crate) env: Env,
 }
 
+impl RuleMatch {
+    /// A key of the match in canonical class ids: the same key means the same right side
+    /// (hash-consing), so a match applied once need not be applied again.
+    pub(crate) fn key(&self, eg: &OnnxEGraph) -> Vec<u32> {
+        let mut k: Vec<u32> = self
+            .roots
+            .iter()
+            .map(|&c| usize::from(eg.find(c)) as u32)
+            .collect();
+        for b in &self.env {
+            match b {
+                None => k.push(u32::MAX),
+                Some(Bound::Absent) => k.push(u32::MAX - 1),
+                Some(Bound::Class(c)) => k.push(usize::from(eg.find(*c)) as u32),
+                Some(Bound::List(l)) | Some(Bound::Op(_, l)) => {
+                    if let Some(Bound::Op(op, _)) = b {
+                        k.push(op.0);
+                    }
+                    k.push(l.len() as u32);
+                    k.extend(l.iter().map(|&c| usize::from(eg.find(c)) as u32));
+                }
+                Some(Bound::Rest(r)) => {
+                    k.push(r.len() as u32);
+                    k.extend(r.iter().map(|(_, c)| usize::from(eg.find(*c)) as u32));
+                }
+            }
+        }
+        k
+    }
+}
+
 /// The consumers of each class in the graph as lifted (for `single_use`), by canonical id.
 pub(crate) fn use_counts(eg: &OnnxEGraph, lifted_uses: &[(Id, usize)]) -> BTreeMap<Id, usize> {
     let mut m = BTreeMap::new();
@@ -107,14 +138,15 @@ pub(crate) fn candidates(eg: &OnnxEGraph, rule: &Rule, p: PatId) -> Vec<Id> {
                     };
                     if info.is_tuple && op.outputs.is_none() {
                         // Used through output 0.
-                        for c in classes {
-                            if let Some(outs) = eg.classes_for_op(&NodeKind::Out(0)) {
-                                for o in outs {
-                                    if eg[o].nodes.iter().any(|n| {
-                                        n.kind == NodeKind::Out(0) && eg.find(n.children[0]) == c
-                                    }) {
-                                        v.push(o);
-                                    }
+                        let tuples: std::collections::BTreeSet<Id> =
+                            classes.map(|c| eg.find(c)).collect();
+                        if let Some(outs) = eg.classes_for_op(&NodeKind::Out(0)) {
+                            for o in outs {
+                                if eg[o].nodes.iter().any(|n| {
+                                    n.kind == NodeKind::Out(0)
+                                        && tuples.contains(&eg.find(n.children[0]))
+                                }) {
+                                    v.push(o);
                                 }
                             }
                         }
@@ -153,6 +185,7 @@ pub(crate) fn search(ctx: &SearchCtx<'_>, rule: &Rule, limit: usize) -> Vec<Rule
         opset: ctx.opset,
         ac: rule.tags.precision != Precision::Exact,
         trace: None,
+        bound: Default::default(),
     };
     let mut out = Vec::new();
     let empty: Env = vec![None; rule.vars.len()];

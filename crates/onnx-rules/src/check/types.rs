@@ -333,13 +333,18 @@ pub(crate) fn expr_types(
         };
         tys.push(ty);
     }
-    if let Some(g) = rule.guard {
-        let t = tys.get(g.0 as usize).copied().unwrap_or(Ty::Any);
+    for (what, e) in rule
+        .guard
+        .iter()
+        .map(|&g| ("the guard", g))
+        .chain(rule.hints.iter().map(|&h| ("a hint", h)))
+    {
+        let t = tys.get(e.0 as usize).copied().unwrap_or(Ty::Any);
         if !Ty::Bool.accepts(t) {
-            let span = rule.exprs.get(g.0 as usize).map_or(rule.span, |(_, s)| *s);
+            let span = rule.exprs.get(e.0 as usize).map_or(rule.span, |(_, s)| *s);
             diags.push(Diagnostic::new(
                 span,
-                format!("the guard must be a bool, but it is {}", t.describe()),
+                format!("{what} must be a bool, but it is {}", t.describe()),
             ));
         }
     }

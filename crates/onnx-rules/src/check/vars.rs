@@ -32,6 +32,7 @@ pub(crate) fn lower_rule(def: &ast::RuleDef, diags: &mut Vec<Diagnostic>) -> Low
                 rhs: Vec::new(),
                 lets: Vec::new(),
                 guard: None,
+                hints: Vec::new(),
             },
             sites: BTreeMap::new(),
             attr_binding: BTreeMap::new(),
@@ -134,6 +135,10 @@ impl Lower<'_> {
                     } else {
                         self.out.rule.guard = Some(e);
                     }
+                }
+                Clause::Hint { expr, .. } => {
+                    let e = self.expr(expr);
+                    self.out.rule.hints.push(e);
                 }
             }
         }

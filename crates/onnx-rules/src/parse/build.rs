@@ -96,6 +96,12 @@ impl<'s> Builder<'s> {
                     let expr = self.expr(inner.next()?)?;
                     clauses.push(Clause::Where { expr, span });
                 }
+                Rule::hint_def => {
+                    let mut inner = p.into_inner();
+                    let _kw = inner.next()?;
+                    let expr = self.expr(inner.next()?)?;
+                    clauses.push(Clause::Hint { expr });
+                }
                 _ => return None,
             }
         }

@@ -141,6 +141,7 @@ fn rule_label(rule: Rule) -> &'static str {
         rhs | term | term_op => "a term",
         kw_let | let_def => "`let`",
         kw_where | where_def => "`where`",
+        kw_hint | hint_def => "`hint`",
         var_name | keyword => "a variable",
         wildcard => "`_`",
         absent => "`None`",
