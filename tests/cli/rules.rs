@@ -118,3 +118,29 @@ fn a_users_rule_file_adds_to_the_builtin_rules_and_the_report_counts_firings() {
         stderr(&o)
     );
 }
+
+#[test]
+fn float_unsafe_rules_run_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/rule_cases/add_zero.onnxtxt"
+    ))
+    .unwrap();
+    let proto = onnx_text::parse_model(&text).unwrap();
+    onnx_proto::save_model(&proto, None, &model, &Default::default()).unwrap();
+    let out = dir.path().join("out.onnx");
+    let nodes = |extra: &[&str]| -> usize {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"optimize", &model, &"-o", &out];
+        for e in extra {
+            args.push(e);
+        }
+        let o = onnx_opt(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let loaded = onnx_proto::load_model(&out).unwrap();
+        loaded.model.graph.unwrap().node.len()
+    };
+    assert_eq!(nodes(&[]), 2, "x + 0 stays: not exact for x = -0");
+    assert_eq!(nodes(&["--unsafe-rules"]), 1);
+}
