@@ -100,6 +100,20 @@ pub fn lift_graph(
     let mut outer: Vec<String> = Vec::new();
     let mut origins = Vec::new();
     let mut uses: Vec<(Id, usize)> = Vec::new();
+    // Values something reads (nodes, subgraphs' outer reads, graph outputs): trailing outputs
+    // nothing reads are dropped when the schema allows (Dropout's mask, MaxPool's indices), so
+    // such a node is the same op as one written without them.
+    let mut consumed: std::collections::BTreeSet<ValueId> = graph.outputs.iter().copied().collect();
+    for n in graph.nodes.iter() {
+        consumed.extend(n.inputs.iter().flatten().copied());
+        for sub in n.subgraphs() {
+            for name in sub.outer_reads() {
+                if let Some(v) = graph.find_value(&name) {
+                    consumed.insert(v);
+                }
+            }
+        }
+    }
     for nid in order {
         let node = graph.node(nid);
         let domain = onnx_schema::normalize_domain(&node.domain).to_string();
@@ -150,7 +164,14 @@ pub fn lift_graph(
             };
             builder = builder.outer(name, id);
         }
-        let (id, enode) = builder.outputs(node.outputs.len()).add_to(&mut egraph)?;
+        let mut n_out = node.outputs.len();
+        if let Some(s) = builder.schema() {
+            let keep = s.min_output.max(1);
+            while n_out > keep && node.outputs[n_out - 1].is_none_or(|v| !consumed.contains(&v)) {
+                n_out -= 1;
+            }
+        }
+        let (id, enode) = builder.outputs(n_out).add_to(&mut egraph)?;
         let mut read: Vec<Id> = node
             .inputs
             .iter()
@@ -165,7 +186,7 @@ pub fn lift_graph(
             _ => false,
         };
         origins.push(Origin { enode, node: nid });
-        for (i, out) in node.outputs.iter().enumerate() {
+        for (i, out) in node.outputs.iter().enumerate().take(n_out) {
             let Some(v) = out else { continue };
             let vid = if is_tuple {
                 egraph.add(ONode::new(NodeKind::Out(i as u32), vec![id]))

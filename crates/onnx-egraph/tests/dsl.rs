@@ -247,3 +247,29 @@ fn a_guard_written_in_rust_is_declared_checked_and_called() {
         Some(&1)
     );
 }
+
+#[test]
+fn unused_trailing_outputs_do_not_stop_a_rule() {
+    // Dropout's mask is listed but nothing reads it: the node is the one-output op.
+    let r = "# d\n\n# Dropout(x) in inference == x\nrule d [exact]:\n  Dropout<ratio: _>(x) => x\n";
+    let (ops, report, _) = run(
+        r,
+        r#"<ir_version: 8, opset_import: ["" : 11]>
+        g (float[2,3] x) => (float[2,3] y) {
+            a, mask = Dropout <ratio = 0.5> (x)
+            y = Relu(a)
+        }"#,
+    );
+    assert_eq!(ops, ["Relu"]);
+    assert_eq!(report.main.phases[0].firings.get("d"), Some(&1));
+    // A mask that is read keeps the node whole.
+    let (ops, _, _) = run(
+        r,
+        r#"<ir_version: 8, opset_import: ["" : 11]>
+        g (float[2,3] x) => (float[2,3] y, bool[2,3] m) {
+            a, m = Dropout <ratio = 0.5> (x)
+            y = Relu(a)
+        }"#,
+    );
+    assert_eq!(ops, ["Dropout", "Relu"]);
+}
