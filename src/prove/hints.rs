@@ -120,8 +120,7 @@ impl Hints {
             }
         }
         for g in rule.guard.iter().chain(&rule.hints).copied() {
-            let mut atoms = Vec::new();
-            conjuncts(rule, g, &mut atoms);
+            let atoms = rule.conjuncts(g);
             for a in atoms {
                 h.add_atom(rule, a);
             }
@@ -230,21 +229,6 @@ impl Hints {
             }
             _ => false,
         }
-    }
-}
-
-/// The top-level conjuncts of a guard.
-fn conjuncts(rule: &Rule, e: ExprId, out: &mut Vec<ExprId>) {
-    match rule.expr(e) {
-        Expr::Binary {
-            op: BinOp::And,
-            lhs,
-            rhs,
-        } => {
-            conjuncts(rule, *lhs, out);
-            conjuncts(rule, *rhs, out);
-        }
-        _ => out.push(e),
     }
 }
 

@@ -133,6 +133,25 @@ impl Rule {
     pub fn var(&self, id: VarId) -> &VarInfo {
         &self.vars[id.0 as usize]
     }
+    /// The top-level conjuncts of a boolean expression (`a && (b && c)` gives a, b, c).
+    pub fn conjuncts(&self, e: ExprId) -> Vec<ExprId> {
+        let mut out = Vec::new();
+        let mut stack = vec![e];
+        while let Some(e) = stack.pop() {
+            match self.expr(e) {
+                Expr::Binary {
+                    op: BinOp::And,
+                    lhs,
+                    rhs,
+                } => {
+                    stack.push(*rhs);
+                    stack.push(*lhs);
+                }
+                _ => out.push(e),
+            }
+        }
+        out
+    }
 }
 
 /// What a variable stands for.

@@ -140,6 +140,18 @@ pub fn logical_params(op_type: &str, since_version: i64) -> Vec<LogicalParam> {
     }
 }
 
+/// The input slots that hold logical parameters of a default-domain op at a schema version
+/// (a rule's positional inputs skip them).
+pub fn logical_input_slots(op_type: &str, since_version: i64) -> Vec<usize> {
+    logical_params(op_type, since_version)
+        .into_iter()
+        .filter_map(|p| match p.loc {
+            ParamLoc::Input(s) => Some(s),
+            ParamLoc::Attr(_) => None,
+        })
+        .collect()
+}
+
 /// The logical parameter `name` of an op at a schema version, if it has one by that name.
 pub fn logical_param(op_type: &str, since_version: i64, name: &str) -> Option<LogicalParam> {
     logical_params(op_type, since_version)

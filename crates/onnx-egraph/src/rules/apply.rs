@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use egg::Id;
 use onnx_rules::ir::{InputTerm, OpHead, OpTerm, Rule, Term, TermId, VarId};
-use onnx_rules::params::{logical_param, logical_params, ParamLoc};
+use onnx_rules::params::{logical_param, ParamLoc};
 
 use crate::analysis::OnnxEGraph;
 use crate::build::{AttrArg, OpBuilder};
@@ -218,13 +218,7 @@ impl RhsBuilder<'_> {
         }
         // Positional inputs go to the slots that are not logical parameters.
         let logical: Vec<usize> = if default_domain {
-            logical_params(&op_type, since)
-                .into_iter()
-                .filter_map(|p| match p.loc {
-                    ParamLoc::Input(s) => Some(s),
-                    ParamLoc::Attr(_) => None,
-                })
-                .collect()
+            onnx_rules::params::logical_input_slots(&op_type, since)
         } else {
             Vec::new()
         };

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use onnx_ir::Model;
-use onnx_rules::ir::{BinOp, Expr, ExprId, PatId, Precision, Rule, Span};
+use onnx_rules::ir::{PatId, Precision, Rule, Span};
 
 use crate::analysis::FoldOptions;
 use crate::saturate::{saturate, Phase};
@@ -140,8 +140,7 @@ fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, root: egg::Id) -> 
     let Some(g) = rule.guard else {
         return SiteVerdict::TypeUnknownOrDifferent;
     };
-    let mut conj = Vec::new();
-    conjuncts(rule, g, &mut conj);
+    let conj = rule.conjuncts(g);
     let ev = Evaluator {
         ctx: GuardCtx {
             egraph: ctx.eg,
@@ -169,20 +168,6 @@ fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, root: egg::Id) -> 
         }
     }
     SiteVerdict::TypeUnknownOrDifferent
-}
-
-fn conjuncts(rule: &Rule, e: ExprId, out: &mut Vec<ExprId>) {
-    match rule.expr(e) {
-        Expr::Binary {
-            op: BinOp::And,
-            lhs,
-            rhs,
-        } => {
-            conjuncts(rule, *lhs, out);
-            conjuncts(rule, *rhs, out);
-        }
-        _ => out.push(e),
-    }
 }
 
 /// Depth of every pattern node below the roots (the root is 0).

@@ -424,13 +424,7 @@ impl<'a> Matcher<'a> {
     /// not positional).
     fn positional_slots(&self, info: &OpInfo) -> Vec<usize> {
         let logical: Vec<usize> = if info.domain.is_empty() {
-            onnx_rules::params::logical_params(&info.op_type, info.since_version)
-                .into_iter()
-                .filter_map(|p| match p.loc {
-                    ParamLoc::Input(s) => Some(s),
-                    ParamLoc::Attr(_) => None,
-                })
-                .collect()
+            onnx_rules::params::logical_input_slots(&info.op_type, info.since_version)
         } else {
             Vec::new()
         };
