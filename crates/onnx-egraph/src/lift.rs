@@ -89,7 +89,7 @@ pub fn lift_graph(
         let value = graph.value(v);
         egraph[id].data.names.insert(value.name.to_string());
         if egraph[id].data.ty.is_none() {
-            egraph[id].data.ty = value.ty.clone();
+            egraph[id].data.ty = value.ty.as_ref().map(crate::types::declared);
         }
         value_class.insert(v, id);
         inputs.push(v);
@@ -196,7 +196,7 @@ pub fn lift_graph(
             let value = graph.value(*v);
             egraph[vid].data.names.insert(value.name.to_string());
             if egraph[vid].data.ty.is_none() {
-                egraph[vid].data.ty = value.ty.clone();
+                egraph[vid].data.ty = value.ty.as_ref().map(crate::types::declared);
             }
             value_class.insert(*v, vid);
         }

@@ -6,6 +6,23 @@ use onnx_proto::{
     type_proto, TensorProto, TensorShapeProto, TypeProto,
 };
 
+/// A type as the model declares it, made safe to reason with: a negative `dim_value` (some
+/// exporters write -1 for "unknown", and onnx.checker accepts it) is an unknown dimension,
+/// never a size.
+pub fn declared(t: &TypeProto) -> TypeProto {
+    let mut t = t.clone();
+    if let Some(type_proto::Value::TensorType(tt)) = &mut t.value {
+        if let Some(shape) = &mut tt.shape {
+            for d in shape.dim.iter_mut() {
+                if matches!(d.value, Some(Dim::DimValue(v)) if v < 0) {
+                    d.value = None;
+                }
+            }
+        }
+    }
+    t
+}
+
 /// The tensor type of a constant.
 pub fn tensor_type_of(t: &TensorProto) -> TypeProto {
     TypeProto {

@@ -293,3 +293,18 @@ fn a_target_opset_forbids_ops_bound_to_other_versions() {
     let err = optimize_model(&model, at(13)).unwrap_err().to_string();
     assert!(err.contains("no finite-cost graph"), "{err}");
 }
+
+/// A declared dim of -1 means "unknown" (some exporters write it; onnx.checker accepts it):
+/// `Shape` of such an input must not fold to a constant holding -1.
+#[test]
+fn a_declared_dim_of_minus_one_is_unknown_not_a_size() {
+    let text = r#"
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[-1,3] x) => (int64[2] y) {
+            y = Shape(x)
+        }"#;
+    let proto = onnx_text::parse_model(text).unwrap();
+    let model = Model::from_proto(proto).unwrap();
+    let (out, _) = optimize_model(&model, OptimizeOptions::default()).unwrap();
+    assert_eq!(ops(&out.to_proto()), ["Shape"]);
+}
