@@ -124,7 +124,11 @@ pub fn emit_graph(
         let orig = original.value(original.outputs[i]);
         let v = e.value(c)?;
         let direct = e.output_name.get(&c) == Some(&orig.name.to_string()) && claimed.insert(c);
-        let out_v = if direct {
+        // An output that is an input (or outer value) of the same name in the original (a Loop
+        // body passing `cond` through) stays that value: an Identity would define it twice.
+        let same_value = e.out.value(v).name.as_str() == orig.name.as_str()
+            && matches!(sel.choice[&c].kind, NodeKind::Input(_));
+        let out_v = if direct || same_value {
             v
         } else {
             let nv = e.out.add_value(Value::new(orig.name.as_str()));

@@ -308,3 +308,25 @@ fn a_declared_dim_of_minus_one_is_unknown_not_a_size() {
     let (out, _) = optimize_model(&model, OptimizeOptions::default()).unwrap();
     assert_eq!(ops(&out.to_proto()), ["Shape"]);
 }
+
+/// A Loop body that passes its condition straight through (`cond` in, `cond` out) optimizes;
+/// the body keeps `cond` as its output without redefining it.
+#[test]
+fn a_loop_body_passing_an_input_through_optimizes() {
+    let text = r#"
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (int64 n, bool c, float[2] x) => (float[2] y) {
+            y = Loop (n, c, x) <body = body (int64 i, bool cond, float[2] acc) => (bool cond, float[2] out) {
+                out = Add(acc, acc)
+            }>
+        }"#;
+    let proto = onnx_text::parse_model(text).unwrap();
+    let model = Model::from_proto(proto.clone()).unwrap();
+    let (out, _) =
+        optimize_model(&model, OptimizeOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let opt = out.to_proto();
+    let n = Tensor::from_vec(&[], vec![3i64]).unwrap();
+    let c = Tensor::from_vec(&[], vec![true]).unwrap();
+    let x = Tensor::from_vec(&[2], vec![1.0f32, -2.0]).unwrap();
+    assert_same(&proto, &opt, &[("n", n), ("c", c), ("x", x)]);
+}
