@@ -3,7 +3,7 @@
 //! lifted root e-nodes cost infinity, so extraction must take what the rule built) back into a
 //! model.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -98,16 +98,7 @@ pub(crate) fn apply_rule(lhs: &ModelProto, rules: &Arc<RuleSet>, rule: &str) -> 
 }
 
 fn apply_checked(model: &Model, rules: &Arc<RuleSet>, rule: &str) -> Applied {
-    let opsets: BTreeMap<String, i64> = model
-        .opset_imports
-        .iter()
-        .map(|o| {
-            (
-                onnx_schema::normalize_domain(&o.domain).to_string(),
-                o.version,
-            )
-        })
-        .collect();
+    let opsets = onnx_egraph::lift::opset_map(model);
     let mut lifted = match lift_graph(&model.graph, &opsets, FoldOptions::default()) {
         Ok(l) => l,
         Err(e) => return Applied::Rejected(format!("cannot lift: {e}")),

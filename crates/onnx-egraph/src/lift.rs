@@ -44,9 +44,9 @@ pub struct Lifted {
     pub uses: Vec<(Id, usize)>,
 }
 
-/// Lifts the main graph of a model.
-pub fn lift_model(model: &Model, fold: FoldOptions) -> Result<Lifted, EGraphError> {
-    let opsets: BTreeMap<String, i64> = model
+/// The opset version of each imported domain (domains normalized: "ai.onnx" is "").
+pub fn opset_map(model: &Model) -> BTreeMap<String, i64> {
+    model
         .opset_imports
         .iter()
         .map(|o| {
@@ -55,8 +55,12 @@ pub fn lift_model(model: &Model, fold: FoldOptions) -> Result<Lifted, EGraphErro
                 o.version,
             )
         })
-        .collect();
-    lift_graph(&model.graph, &opsets, fold)
+        .collect()
+}
+
+/// Lifts the main graph of a model.
+pub fn lift_model(model: &Model, fold: FoldOptions) -> Result<Lifted, EGraphError> {
+    lift_graph(&model.graph, &opset_map(model), fold)
 }
 
 /// Lifts one graph given the opset imports in force.

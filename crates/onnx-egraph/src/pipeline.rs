@@ -68,16 +68,7 @@ pub fn optimize_model(
     model: &Model,
     options: OptimizeOptions,
 ) -> Result<(Model, OptimizeReport), EGraphError> {
-    let opsets: BTreeMap<String, i64> = model
-        .opset_imports
-        .iter()
-        .map(|o| {
-            (
-                onnx_schema::normalize_domain(&o.domain).to_string(),
-                o.version,
-            )
-        })
-        .collect();
+    let opsets = crate::lift::opset_map(model);
     let mut subgraphs = 0;
     let (graph, main) = optimize_graph(
         &model.graph,

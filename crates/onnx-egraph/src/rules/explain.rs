@@ -14,7 +14,6 @@ use crate::analysis::FoldOptions;
 use crate::saturate::{saturate, Phase};
 use crate::EGraphError;
 
-use super::eval::{Evaluator, GuardCtx};
 use super::matcher::{Env, Matcher};
 use super::{candidates, guard_holds, RuleSet, SearchCtx, Val};
 
@@ -141,17 +140,8 @@ fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, root: egg::Id) -> 
         return SiteVerdict::TypeUnknownOrDifferent;
     };
     let conj = rule.conjuncts(g);
-    let ev = Evaluator {
-        ctx: GuardCtx {
-            egraph: ctx.eg,
-            opset: ctx.opset,
-            uses: ctx.uses,
-        },
-        rule,
-        env,
-        guards: ctx.guards,
-        roots: &[root],
-    };
+    let roots = [root];
+    let ev = ctx.evaluator(rule, env, &roots);
     for e in conj {
         let v = ev.eval(e);
         if v != Some(Val::Bool(true)) {

@@ -10,6 +10,7 @@ use onnx_rules::ir::{AttrPat, InputPat, OpHead, OpPat, OpRef, Pat, PatId, Rule};
 use onnx_rules::params::{logical_param, ParamLoc};
 
 use crate::analysis::OnnxEGraph;
+use crate::build::Roles;
 use crate::lang::{NodeKind, ONode, OpId};
 use crate::tables::{AttrValue, OpInfo};
 
@@ -30,18 +31,6 @@ pub enum Bound {
 
 /// Bindings by variable index.
 pub type Env = Vec<Option<Bound>>;
-
-/// Binary ops that are associative and commutative on tensors with broadcasting.
-const AC_OPS: &[&str] = &[
-    "Add",
-    "Mul",
-    "And",
-    "Or",
-    "Xor",
-    "BitwiseAnd",
-    "BitwiseOr",
-    "BitwiseXor",
-];
 
 /// Largest number of bindings one root class may produce (guards against blowups).
 pub const MAX_MATCHES_PER_CLASS: usize = 256;
@@ -401,23 +390,16 @@ impl<'a> Matcher<'a> {
     /// The class of a named attribute or logical parameter, and its input slot when it is an
     /// input.
     fn param_class(&self, info: &OpInfo, node: &ONode, name: &str) -> Option<(Id, Option<usize>)> {
-        let n_attrs = info.attr_names.len();
+        let roles = Roles::new(info, &node.children);
         if info.domain.is_empty() {
             if let Some(p) = logical_param(&info.op_type, info.since_version, name) {
                 return match p.loc {
-                    ParamLoc::Input(slot) if slot < info.n_inputs => {
-                        Some((node.children[n_attrs + slot], Some(slot)))
-                    }
-                    ParamLoc::Input(_) => None,
-                    ParamLoc::Attr(a) => {
-                        let i = info.attr_names.iter().position(|n| n == a)?;
-                        Some((node.children[i], None))
-                    }
+                    ParamLoc::Input(slot) => Some((roles.input(slot)?, Some(slot))),
+                    ParamLoc::Attr(a) => Some((roles.attr(a)?, None)),
                 };
             }
         }
-        let i = info.attr_names.iter().position(|n| n == name)?;
-        Some((node.children[i], None))
+        Some((roles.attr(name)?, None))
     }
 
     /// The input slots a pattern's positional inputs address (logical-parameter inputs are
@@ -455,7 +437,7 @@ impl<'a> Matcher<'a> {
             return Vec::new();
         }
         let pats = &op.inputs[..fixed];
-        if self.ac && fixed == 2 && AC_OPS.contains(&info.op_type.as_str()) && !variadic {
+        if self.ac && fixed == 2 && onnx_rules::is_associative(&info.op_type) && !variadic {
             let flat = self.flatten_pattern(op);
             if flat.len() > 2 {
                 return self.ac_inputs(info, node, &flat, env);
@@ -592,7 +574,11 @@ impl<'a> Matcher<'a> {
             for m in &self.eg[list[i]].nodes {
                 let NodeKind::Op(op) = m.kind else { continue };
                 let inf = self.eg.analysis.ops.get(op);
-                if inf.op_type != op_type || !inf.domain.is_empty() || inf.is_tuple {
+                if inf.op_type != op_type
+                    || !inf.domain.is_empty()
+                    || inf.is_tuple
+                    || inf.n_inputs != 2
+                {
                     continue;
                 }
                 let a = inf.attr_names.len();

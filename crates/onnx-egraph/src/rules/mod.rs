@@ -177,6 +177,28 @@ pub(crate) struct SearchCtx<'a> {
     pub guards: &'a GuardRegistry,
 }
 
+impl<'a> SearchCtx<'a> {
+    /// An evaluator of a rule's expressions under one binding.
+    pub(crate) fn evaluator(
+        &self,
+        rule: &'a Rule,
+        env: &'a Env,
+        roots: &'a [Id],
+    ) -> eval::Evaluator<'a> {
+        eval::Evaluator {
+            ctx: GuardCtx {
+                egraph: self.eg,
+                opset: self.opset,
+                uses: self.uses,
+            },
+            rule,
+            env,
+            guards: self.guards,
+            roots,
+        }
+    }
+}
+
 /// The bindings of a rule in the e-graph whose guard holds (at most `limit`).
 pub(crate) fn search(ctx: &SearchCtx<'_>, rule: &Rule, limit: usize) -> Vec<RuleMatch> {
     let m = Matcher {
@@ -239,18 +261,7 @@ pub(crate) fn guard_holds(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, roots: &[
     let Some(g) = rule.guard else {
         return true;
     };
-    let ev = eval::Evaluator {
-        ctx: GuardCtx {
-            egraph: ctx.eg,
-            opset: ctx.opset,
-            uses: ctx.uses,
-        },
-        rule,
-        env,
-        guards: ctx.guards,
-        roots,
-    };
-    ev.eval(g) == Some(Val::Bool(true))
+    ctx.evaluator(rule, env, roots).eval(g) == Some(Val::Bool(true))
 }
 
 /// Same element type and a shape known equal (dims equal by value or by name).
