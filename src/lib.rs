@@ -1,55 +1,235 @@
-//! onnx-opt: optimize ONNX models with equality saturation.
+//! onnx-opt: optimize ONNX models with equality saturation, and prove each result correct.
 //!
-//! The library facade: re-exports the workspace crates and holds the passes and pipelines that
-//! the `onnx-opt` binary drives.
+//! This crate is the one dependency an embedder adds. It loads models (binary or the ONNX text
+//! syntax), optimizes them with the built-in rules, rules written as text or in Rust, and named
+//! pipelines, checks the result against the original in its own reference interpreter, and
+//! saves them. The workspace crates it builds on are re-exported ([`ir`], [`proto`],
+//! [`egraph`], [`rule_lang`], [`interp`], and [`egg`] for raw rewrites), so their versions
+//! never have to be matched by hand.
+//!
+//! ```
+//! use onnx_opt::{Optimizer, Pipeline};
+//!
+//! // A model in the ONNX text syntax (`onnx_opt::load` reads files in either form).
+//! let model = onnx_opt::parse_text(
+//!     r#"<ir_version: 8, opset_import: ["" : 13]>
+//!        g (float[4, 8] x) => (float[4, 2] y) <float[8, 2] w = {1., 2., 3., 4., 5., 6., 7., 8.,
+//!        1., 2., 3., 4., 5., 6., 7., 8.}, float[2] b = {0.5, -0.5}> {
+//!            n = Neg(x)
+//!            p = Neg(n)
+//!            m = MatMul(p, w)
+//!            y = Add(m, b)
+//!        }"#,
+//! )?;
+//!
+//! // A rule of our own, as text; it is checked against the operator schemas when the
+//! // optimizer runs, and proven on random instances by `onnx-opt rules check`.
+//! let optimizer = Optimizer::new()
+//!     .pipeline(Pipeline::builtin("default")?)
+//!     .rules_text(
+//!         "my.rules",
+//!         "# My rules.\n\n# -(-x) == x\nrule neg_neg [exact]: Neg(Neg(x)) => x\n",
+//!     );
+//! let out = optimizer.optimize(&model)?; // checked on 3 random inputs by default
+//!
+//! // The negations cancel (our rule) and MatMul + Add became one Gemm (a built-in rule).
+//! assert_eq!(out.report.nodes_before, 4);
+//! assert_eq!(out.report.ops_after.get("Gemm"), Some(&1));
+//! assert_eq!(out.report.nodes_after, 1);
+//! assert_eq!(out.report.egraph.main.phases[0].firings.get("neg_neg"), Some(&1));
+//! println!("{}", onnx_opt::to_text(&out.model));
+//! # Ok::<(), onnx_opt::Error>(())
+//! ```
+
+use std::path::{Path, PathBuf};
 
 pub mod info;
-
-pub use onnx_proto as proto;
+mod model;
 pub mod optimize;
+mod optimizer;
+pub mod pipeline;
 pub mod prove;
 pub mod rules;
 pub mod run;
+pub mod testing;
 pub mod verify;
 
-/// Errors of the onnx-opt library facade; each names the file it concerns.
+pub use model::{is_text_model, load_proto};
+pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
+pub use pipeline::Pipeline;
+
+/// The e-graph library, for raw rewrites (the escape hatch below the rule language).
+pub use egg;
+/// The e-graph layer: cost models, fold options, rule sets, the op builder.
+pub use onnx_egraph as egraph;
+/// The extraction cost model.
+pub use onnx_egraph::{CostKind, FoldOptions};
+/// The IR: model, graphs, nodes, attributes, the checker.
+pub use onnx_ir as ir;
+/// The in-memory model (arenas of nodes and values, opset imports, subgraphs, functions).
+pub use onnx_ir::Model;
+/// The protobuf types and file I/O (external data, atomic writes).
+pub use onnx_proto as proto;
+/// The reference interpreter: sessions, tensors, values.
+pub use onnx_ref as interp;
+/// The rule language: parsing and checking rule text.
+pub use onnx_rules as rule_lang;
+
+/// Errors of the onnx-opt library; each names the file, rule or pipeline it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading, decoding or writing a protobuf file.
     #[error(transparent)]
     Proto(#[from] onnx_proto::Error),
+    /// A text model that does not parse.
+    #[error("{path}:{}:{}: {source}", source.line, source.column)]
+    Text {
+        /// The file (or `<text>`).
+        path: PathBuf,
+        /// The parse error, with its position.
+        source: Box<onnx_text::ParseError>,
+    },
+    /// A model the IR cannot represent.
     #[error("{path}: cannot represent the model")]
     Ir {
-        path: std::path::PathBuf,
+        /// The file.
+        path: PathBuf,
+        /// Why.
         #[source]
         source: onnx_ir::IrError,
     },
+    /// A model that fails the checker.
     #[error("{path}: the model fails the checker:\n  {}", errors.join("\n  "))]
     Check {
-        path: std::path::PathBuf,
+        /// The file.
+        path: PathBuf,
+        /// Every problem found.
         errors: Vec<String>,
     },
+    /// The optimizer failed.
     #[error("{path}: optimization failed")]
     Optimize {
-        path: std::path::PathBuf,
+        /// The file.
+        path: PathBuf,
+        /// Why.
         #[source]
         source: onnx_egraph::EGraphError,
     },
-    #[error("check failed, nothing written: trial {}, output '{}': {}", .0.trial, .0.output, .0.detail)]
-    Mismatch(Box<verify::Mismatch>),
+    /// The differential check found a difference; nothing was written.
+    #[error("check failed, nothing written: {0}")]
+    Mismatch(Box<MismatchReport>),
+    /// A model the interpreter cannot run, or bad run inputs.
     #[error("{path}: {message}")]
     Run {
-        path: std::path::PathBuf,
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
         message: String,
     },
+    /// A rule file that cannot be read.
     #[error("{path}: cannot read the rule file")]
     RuleFile {
-        path: std::path::PathBuf,
+        /// The file.
+        path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
     /// Rule files with errors: the rendering of every error of every file.
     #[error("{0}")]
     Rules(String),
+    /// A pipeline that does not parse or names what does not exist.
+    #[error("pipeline {origin}: {message}")]
+    Pipeline {
+        /// The built-in name or the file.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The check itself could not run.
     #[error("check could not run")]
     Verify(#[source] Box<verify::VerifyError>),
+}
+
+/// Loads a model file, binary (`.onnx`, external data mapped in) or text (the ONNX text
+/// syntax, told apart by its `.onnxtxt`/`.txt` extension or its leading `<`).
+pub fn load(path: impl AsRef<Path>) -> Result<Model, Error> {
+    Ok(optimize::load_ir(path.as_ref())?.model)
+}
+
+/// Decodes a model from bytes, binary or text. External data is not resolved (there is no
+/// directory to resolve it against): a model that needs it must be loaded with [`load`].
+pub fn load_bytes(bytes: &[u8]) -> Result<Model, Error> {
+    let origin = Path::new("<bytes>");
+    let proto = if model::is_text_model(origin, bytes) {
+        let text = std::str::from_utf8(bytes).map_err(|e| Error::Run {
+            path: origin.to_path_buf(),
+            message: format!("text model is not UTF-8: {e}"),
+        })?;
+        model::parse_text_model(text, origin)?
+    } else {
+        onnx_proto::load_model_bytes(
+            bytes::Bytes::copy_from_slice(bytes),
+            origin,
+            PathBuf::from("."),
+        )?
+        .model
+    };
+    to_ir(proto, origin)
+}
+
+/// Parses a model written in the ONNX text syntax.
+pub fn parse_text(text: &str) -> Result<Model, Error> {
+    let origin = Path::new("<text>");
+    to_ir(model::parse_text_model(text, origin)?, origin)
+}
+
+fn to_ir(proto: onnx_proto::ModelProto, origin: &Path) -> Result<Model, Error> {
+    Model::from_proto(proto).map_err(|source| Error::Ir {
+        path: origin.to_path_buf(),
+        source,
+    })
+}
+
+/// Prints a model in the ONNX text syntax (as `onnx.printer` does).
+pub fn to_text(model: &Model) -> String {
+    onnx_text::print_model(&model.to_proto(), &onnx_text::PrintOptions::default())
+}
+
+/// Saves a model after checking it: through a temporary file and a rename, so a failure never
+/// leaves a half-written file; past protobuf's 2 GiB limit, tensors move to external data.
+pub fn save(model: &Model, path: impl AsRef<Path>) -> Result<(), Error> {
+    let path = path.as_ref();
+    optimize::check_ir(path, model)?;
+    onnx_proto::save_model(
+        &model.to_proto(),
+        None,
+        path,
+        &onnx_proto::SaveOptions::default(),
+    )?;
+    Ok(())
+}
+
+/// Runs a model in the reference interpreter on named inputs; returns the outputs by name, in
+/// the graph's order.
+pub fn run(
+    model: &Model,
+    inputs: Vec<(String, onnx_ref::Value)>,
+) -> Result<Vec<(String, onnx_ref::Value)>, Error> {
+    let origin = || PathBuf::from(model_origin(model));
+    let session = onnx_ref::Session::new(&model.to_proto()).map_err(|e| Error::Run {
+        path: origin(),
+        message: e.to_string(),
+    })?;
+    session.run(inputs).map_err(|e| Error::Run {
+        path: origin(),
+        message: e.to_string(),
+    })
+}
+
+pub(crate) fn model_origin(model: &Model) -> String {
+    match model.graph.name.as_deref() {
+        Some(name) if !name.is_empty() => format!("<graph {name}>"),
+        _ => "<model>".to_string(),
+    }
 }

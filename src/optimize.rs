@@ -1,55 +1,23 @@
-//! The `optimize` pipeline on files: load (memory-mapped, external data resolved) -> IR ->
-//! checker -> e-graph (lift, fold, saturate, extract) -> checker -> optional differential check
-//! in the reference interpreter -> save through a temporary file and a rename.
+//! The `optimize` command on files: load (binary memory-mapped with external data resolved, or
+//! the text syntax) -> IR -> checker -> [`Optimizer`] (lift, fold, saturate, extract, checker,
+//! differential check in the reference interpreter) -> save through a temporary file and a
+//! rename, so nothing is written unless every step succeeded.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use onnx_egraph::{CostKind, FoldOptions, OptimizeOptions, OptimizeReport};
+use onnx_egraph::OptimizeReport;
 use onnx_ir::Model;
 
-use crate::info::ModelInfo;
-use crate::verify::{compare_models, Tolerance};
-use crate::Error;
-
-/// What the user asked for.
-#[derive(Debug, Clone)]
-pub struct OptimizeConfig {
-    /// Fold constants at all.
-    pub fold: bool,
-    /// Fold regardless of result size (ConstantOfShape/Tile/Expand of any size).
-    pub fold_unbounded: bool,
-    pub cost: CostKind,
-    /// Random trials of the differential check (0: none).
-    pub check: usize,
-    /// Values of symbolic dims for the check's random inputs.
-    pub dims: BTreeMap<String, i64>,
-    /// Externalize tensors of at least this many bytes.
-    pub external_threshold: Option<usize>,
-    /// The rule files to saturate with.
-    pub rules: crate::rules::RuleSelection,
-}
-
-impl Default for OptimizeConfig {
-    fn default() -> Self {
-        OptimizeConfig {
-            fold: true,
-            fold_unbounded: false,
-            cost: CostKind::default(),
-            check: 0,
-            dims: BTreeMap::new(),
-            external_threshold: None,
-            rules: Default::default(),
-        }
-    }
-}
+use crate::{Error, Optimizer};
 
 /// The figures of one run, for the table and `--report`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
     pub input: PathBuf,
     pub output: PathBuf,
+    pub pipeline: String,
     pub nodes_before: usize,
     pub nodes_after: usize,
     pub initializers_before: usize,
@@ -78,7 +46,7 @@ pub struct Loaded {
 
 /// Loads a model file into the IR, with external data mapped in; returns the proto too.
 pub fn load_ir(path: &Path) -> Result<Loaded, Error> {
-    let mut loaded = onnx_proto::load_model(path)?;
+    let mut loaded = crate::model::load_proto(path)?;
     let had_external = onnx_proto::any_external(&loaded.model);
     let (dir, p) = (loaded.dir.clone(), loaded.path.clone());
     onnx_proto::inline_external_data(&mut loaded.model, &dir, &p)?;
@@ -107,11 +75,14 @@ pub fn check_ir(path: &Path, model: &Model) -> Result<(), Error> {
     })
 }
 
-/// Optimizes `input` into `output`. Nothing is written unless every step succeeded.
+/// Optimizes `input` into `output` with `optimizer`; tensors of at least `external_threshold`
+/// bytes go to external data (by default only when the input had external data). Nothing is
+/// written unless every step, the check included, succeeded.
 pub fn optimize_file(
     input: &Path,
     output: &Path,
-    cfg: &OptimizeConfig,
+    optimizer: &Optimizer,
+    external_threshold: Option<usize>,
     progress: &dyn Fn(&str),
 ) -> Result<Outcome, Error> {
     let t0 = Instant::now();
@@ -135,48 +106,22 @@ pub fn optimize_file(
             })?;
     }
     check_ir(input, &model)?;
-    let phases = rule_phases(&cfg.rules)?;
+    // Rule files are parsed and checked before any work on the model.
+    optimizer.phases()?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let before = ModelInfo::of(&loaded.model);
-    let t1 = Instant::now();
     progress("optimizing");
-    let options = OptimizeOptions {
-        fold: FoldOptions {
-            enabled: cfg.fold,
-            budget_floor: if cfg.fold_unbounded { None } else { Some(1024) },
-        },
-        cost: cfg.cost,
-        phases,
-        target_opset: None,
-    };
-    let (optimized, report) =
-        onnx_egraph::optimize_model(&model, options).map_err(|source| Error::Optimize {
+    let optimized = optimizer.optimize(&model).map_err(|e| match e {
+        Error::Optimize { source, .. } => Error::Optimize {
             path: input.to_path_buf(),
             source,
-        })?;
-    let proto = optimized.to_proto();
-    let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
-    let t2 = Instant::now();
-    if cfg.check > 0 {
-        progress("checking");
-        match compare_models(
-            &loaded.model,
-            &proto,
-            cfg.check,
-            &cfg.dims,
-            Tolerance::default(),
-        ) {
-            Ok(None) => {}
-            Ok(Some(m)) => return Err(Error::Mismatch(Box::new(m))),
-            Err(source) => return Err(Error::Verify(Box::new(source))),
-        }
-    }
-    let check_ms = t2.elapsed().as_secs_f64() * 1e3;
+        },
+        other => other,
+    })?;
+    let report = optimized.report;
+    let proto = optimized.model.to_proto();
     let t3 = Instant::now();
     progress("saving");
-    let threshold = cfg
-        .external_threshold
-        .or(if had_external { Some(1024) } else { None });
+    let threshold = external_threshold.or(if had_external { Some(1024) } else { None });
     let options = onnx_proto::SaveOptions {
         external: threshold.map(|t| onnx_proto::ExternalDataOptions::for_model(output, t)),
         ..Default::default()
@@ -189,25 +134,25 @@ pub fn optimize_file(
             source,
         })?
         .len();
-    let after = ModelInfo::of(&proto);
     Ok(Outcome {
         input: input.to_path_buf(),
         output: output.to_path_buf(),
-        nodes_before: before.nodes,
-        nodes_after: after.nodes,
-        initializers_before: before.initializers,
-        initializers_after: after.initializers,
+        pipeline: report.pipeline,
+        nodes_before: report.nodes_before,
+        nodes_after: report.nodes_after,
+        initializers_before: report.initializers_before,
+        initializers_after: report.initializers_after,
         size_before: loaded.file_size,
         size_after,
-        ops_before: before.op_histogram,
-        ops_after: after.op_histogram,
+        ops_before: report.ops_before,
+        ops_after: report.ops_after,
         time_ms: t0.elapsed().as_secs_f64() * 1e3,
         load_ms,
-        optimize_ms,
-        check_ms,
+        optimize_ms: report.optimize_ms,
+        check_ms: report.check_ms,
         save_ms,
-        check_trials: cfg.check,
-        egraph: report,
+        check_trials: report.check_trials,
+        egraph: report.egraph,
     })
 }
 
@@ -243,6 +188,7 @@ pub fn render_table(o: &Outcome) -> String {
         "{:<28} {:>10} {:>10}\n",
         "model size (bytes)", o.size_before, o.size_after
     ));
+    s.push_str(&format!("pipeline: {}\n", o.pipeline));
     s.push_str(&format!(
         "time: {:.0} ms (load {:.0}, optimize {:.0}, check {:.0}, save {:.0})\n",
         o.time_ms, o.load_ms, o.optimize_ms, o.check_ms, o.save_ms
@@ -263,6 +209,23 @@ pub fn render_table(o: &Outcome) -> String {
             }
         }
     }
+    if o.egraph.subgraphs > 0 {
+        let fired: Vec<String> = o
+            .egraph
+            .subgraph_firings
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        s.push_str(&format!(
+            "subgraphs: {} optimized; rules fired in them: {}\n",
+            o.egraph.subgraphs,
+            if fired.is_empty() {
+                "none".to_string()
+            } else {
+                fired.join(", ")
+            }
+        ));
+    }
     s.push_str(&format!(
         "e-graph: {} e-classes, {} e-nodes, {} constants; folds over budget: {}\n",
         o.egraph.main.eclasses,
@@ -275,6 +238,8 @@ pub fn render_table(o: &Outcome) -> String {
             "check: outputs equal on {} random inputs\n",
             o.check_trials
         ));
+    } else {
+        s.push_str("check: off (--check 0): the result was not compared with the input\n");
     }
     s
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod pipeline;
+mod pipelines;
 mod rules;
 
 use std::path::PathBuf;

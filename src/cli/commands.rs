@@ -9,7 +9,8 @@ use super::Command;
 use std::io::Write;
 
 use onnx_opt::info::ModelInfo;
-use onnx_opt::optimize::{optimize_file, render_table, OptimizeConfig};
+use onnx_opt::optimize::{optimize_file, render_table};
+use onnx_opt::{Optimizer, Pipeline};
 
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
@@ -40,7 +41,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             model,
             elide_tensors_above,
         } => {
-            let loaded = onnx_proto::load_model(&model)?;
+            let loaded = onnx_opt::load_proto(&model)?;
             let options = onnx_text::PrintOptions {
                 elide_tensors_above,
             };
@@ -57,18 +58,29 @@ pub fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Info { model } => {
-            let loaded = onnx_proto::load_model(&model)?;
+            let loaded = onnx_opt::load_proto(&model)?;
             print!("{}", ModelInfo::of(&loaded.model));
             println!("file size: {} bytes", loaded.file_size);
             Ok(ExitCode::SUCCESS)
         }
         Command::Rules(cmd) => super::rules_cmd::run(cmd),
+        Command::Pipelines { file } => {
+            match file {
+                Some(f) => print!("{}", Pipeline::from_file(&f)?.describe()),
+                None => {
+                    for (name, _) in onnx_opt::pipeline::BUILTIN_PIPELINES {
+                        print!("{}", Pipeline::builtin(name)?.describe());
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Copy {
             model,
             output,
             external_threshold,
         } => {
-            let loaded = onnx_proto::load_model(&model)?;
+            let loaded = onnx_opt::load_proto(&model)?;
             let options = onnx_proto::SaveOptions {
                 external: external_threshold
                     .map(|t| onnx_proto::ExternalDataOptions::for_model(&output, t)),
@@ -82,22 +94,42 @@ pub fn run(command: Command) -> Result<ExitCode> {
 }
 
 fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
-    let cfg = OptimizeConfig {
-        fold: !args.no_fold,
-        fold_unbounded: args.fold_unbounded,
-        cost: match args.cost {
+    let sel = args.rules.selection();
+    let mut optimizer = Optimizer::new()
+        .pipeline(Pipeline::by_name_or_file(&args.pipeline)?)
+        .builtin_rules(!sel.no_builtin)
+        .unsafe_rules(sel.float_unsafe)
+        .check(args.check);
+    for f in &sel.files {
+        optimizer = optimizer.rules_file(f)?;
+    }
+    for (name, value) in &args.dims {
+        optimizer = optimizer.dim(name, *value);
+    }
+    if let Some(cost) = args.cost {
+        optimizer = optimizer.cost(match cost {
             super::CostArg::Latency => onnx_egraph::CostKind::Latency,
             super::CostArg::Nodes => onnx_egraph::CostKind::NodeCount,
-        },
-        check: args.check,
-        dims: args.dims.into_iter().collect(),
-        external_threshold: args.external_threshold,
-        rules: args.rules.selection(),
-    };
+        });
+    }
+    if args.no_fold || args.fold_unbounded {
+        let mut fold = optimizer.pipeline_spec().fold_options();
+        if args.no_fold {
+            fold.enabled = false;
+        }
+        if args.fold_unbounded {
+            fold.budget_floor = None;
+        }
+        optimizer = optimizer.fold(fold);
+    }
     let progress = super::progress::Progress::start();
-    let outcome = optimize_file(&args.model, &args.output, &cfg, &|phase| {
-        progress.set(phase)
-    });
+    let outcome = optimize_file(
+        &args.model,
+        &args.output,
+        &optimizer,
+        args.external_threshold,
+        &|phase| progress.set(phase),
+    );
     drop(progress);
     let outcome = outcome?;
     print!("{}", render_table(&outcome));

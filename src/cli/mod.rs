@@ -37,6 +37,11 @@ pub enum Command {
     /// Rule files: list, check and prove, explain.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// List the built-in pipelines (or describe one pipeline file).
+    Pipelines {
+        /// A pipeline file to describe instead.
+        file: Option<PathBuf>,
+    },
     /// Load a model and save it again (optionally moving large tensors to external data).
     Copy {
         model: PathBuf,
@@ -55,22 +60,25 @@ pub struct OptimizeArgs {
     #[arg(short, long)]
     pub output: PathBuf,
     /// Run both models on N random inputs in the reference interpreter; refuse to write when
-    /// their outputs differ.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// their outputs differ, naming the output and the rule that broke it. 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = onnx_opt::DEFAULT_CHECK_TRIALS)]
     pub check: usize,
+    /// The pipeline: a built-in name (`onnx-opt pipelines` lists them) or a pipeline file.
+    #[arg(long, value_name = "NAME|FILE", default_value = "default")]
+    pub pipeline: String,
     /// Value of a symbolic dimension for --check's random inputs (repeatable).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
-    /// Do not fold constants.
+    /// Do not fold constants (overrides the pipeline).
     #[arg(long)]
     pub no_fold: bool,
     /// Fold regardless of result size (by default a folded constant may not be larger than its
     /// constant inputs, or 1 KiB).
     #[arg(long)]
     pub fold_unbounded: bool,
-    /// Extraction cost model.
-    #[arg(long, value_enum, default_value_t = CostArg::Latency)]
-    pub cost: CostArg,
+    /// Extraction cost model (default: the pipeline's).
+    #[arg(long, value_enum)]
+    pub cost: Option<CostArg>,
     /// Store tensors of at least this many bytes in `<output>.data`.
     #[arg(long, value_name = "BYTES")]
     pub external_threshold: Option<usize>,
@@ -200,7 +208,15 @@ pub mod exit {
 }
 
 const SUBCOMMANDS: &[&str] = &[
-    "info", "copy", "check", "print", "run", "optimize", "rules", "help",
+    "info",
+    "copy",
+    "check",
+    "print",
+    "run",
+    "optimize",
+    "rules",
+    "pipelines",
+    "help",
 ];
 
 /// Parses the process arguments (with `onnx-opt MODEL -o OUT` meaning `optimize`) and runs.

@@ -60,6 +60,18 @@ pub struct OptimizeReport {
     pub main: GraphReport,
     /// Subgraphs optimized (If/Loop/Scan bodies at any depth).
     pub subgraphs: usize,
+    /// Firings per rule inside subgraphs, summed over all of them and their phases.
+    pub subgraph_firings: BTreeMap<String, usize>,
+    /// Unions refused inside subgraphs.
+    pub subgraph_refusals: Vec<crate::Refusal>,
+}
+
+/// What the subgraphs of a model added up to.
+#[derive(Default)]
+struct SubgraphTotals {
+    count: usize,
+    firings: BTreeMap<String, usize>,
+    refusals: Vec<crate::Refusal>,
 }
 
 /// Optimizes a model's main graph and its subgraphs. The result passes the checker or this
@@ -69,7 +81,7 @@ pub fn optimize_model(
     options: OptimizeOptions,
 ) -> Result<(Model, OptimizeReport), EGraphError> {
     let opsets = crate::lift::opset_map(model);
-    let mut subgraphs = 0;
+    let mut subgraphs = SubgraphTotals::default();
     let (graph, main) = optimize_graph(
         &model.graph,
         &opsets,
@@ -84,7 +96,15 @@ pub fn optimize_model(
         let msgs: Vec<String> = errors.iter().take(5).map(|e| e.to_string()).collect();
         return Err(EGraphError::Check(msgs.join("; ")));
     }
-    Ok((out, OptimizeReport { main, subgraphs }))
+    Ok((
+        out,
+        OptimizeReport {
+            main,
+            subgraphs: subgraphs.count,
+            subgraph_firings: subgraphs.firings,
+            subgraph_refusals: subgraphs.refusals,
+        },
+    ))
 }
 
 /// The emitted model's opset imports follow what was extracted: a domain that extraction
@@ -127,12 +147,12 @@ fn collect_domains(g: &Graph, out: &mut std::collections::BTreeSet<String>) {
 }
 
 /// Optimizes one graph (its subgraphs first).
-pub fn optimize_graph(
+fn optimize_graph(
     graph: &Graph,
     opsets: &BTreeMap<String, i64>,
     options: &OptimizeOptions,
     initializers_are_inputs: bool,
-    subgraphs: &mut usize,
+    subgraphs: &mut SubgraphTotals,
 ) -> Result<(Graph, GraphReport), EGraphError> {
     let mut graph_with_subs;
     let mut source = graph;
@@ -141,9 +161,15 @@ pub fn optimize_graph(
         for node in graph_with_subs.nodes.iter_mut() {
             for attr in node.attributes.iter_mut() {
                 for sub in attr.value.subgraphs_mut() {
-                    let (g, _) = optimize_graph(sub, opsets, options, false, subgraphs)?;
+                    let (g, report) = optimize_graph(sub, opsets, options, false, subgraphs)?;
                     *sub = g;
-                    *subgraphs += 1;
+                    subgraphs.count += 1;
+                    for p in report.phases {
+                        for (rule, n) in p.firings {
+                            *subgraphs.firings.entry(rule).or_default() += n;
+                        }
+                        subgraphs.refusals.extend(p.refusals);
+                    }
                 }
             }
         }

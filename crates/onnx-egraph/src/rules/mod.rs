@@ -49,6 +49,10 @@ impl RuleSet {
     pub fn add_rule(&mut self, rule: Rule) {
         self.rules.push(Arc::new(rule));
     }
+    /// Keeps only the rules for which `keep` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Rule) -> bool) {
+        self.rules.retain(|r| keep(r));
+    }
     /// The rules, in the order added.
     pub fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.rules.iter().map(|r| r.as_ref())

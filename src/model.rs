@@ -1,0 +1,94 @@
+//! Reading models in either form a user has them: the binary protobuf (`.onnx`) or the ONNX text
+//! syntax (as `onnx.printer` writes and `onnx.parser` reads). Every command and the library's
+//! [`load`](crate::load) go through [`load_proto`], so a text model is accepted everywhere a
+//! binary one is.
+
+use std::path::{Path, PathBuf};
+
+use onnx_proto::{LoadedModel, ModelProto};
+
+use crate::Error;
+
+/// Whether a file holds the text syntax: by its extension (`.onnxtxt`, `.txt`), or by its first
+/// non-blank byte being `<` (a text model opens with its `<ir_version: ..>` header; the byte
+/// `<` can never start a valid binary ModelProto, as it would be an end-group tag).
+pub fn is_text_model(path: &Path, head: &[u8]) -> bool {
+    let by_ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnxtxt") || e.eq_ignore_ascii_case("txt"));
+    by_ext
+        || head
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|&b| b == b'<')
+}
+
+/// Parses a model from the ONNX text syntax; `origin` names the source in errors.
+pub fn parse_text_model(text: &str, origin: &Path) -> Result<ModelProto, Error> {
+    onnx_text::parse_model(text).map_err(|source| Error::Text {
+        path: origin.to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+/// Loads a model file in either form. A binary file is memory-mapped (its external data stays
+/// external until [`crate::optimize::load_ir`] maps it in); a text file is parsed.
+pub fn load_proto(path: &Path) -> Result<LoadedModel, Error> {
+    let head = read_head(path)?;
+    if !is_text_model(path, &head) {
+        return Ok(onnx_proto::load_model(path)?);
+    }
+    let bytes = std::fs::read(path).map_err(|source| onnx_proto::Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| Error::Run {
+        path: path.to_path_buf(),
+        message: format!(
+            "not UTF-8 at byte {}: a text model must be UTF-8 (a binary model must not start with '<')",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    let model = parse_text_model(&text, path)?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(LoadedModel {
+        model,
+        path: path.to_path_buf(),
+        dir,
+        file_size: text.len() as u64,
+        unrepresented_bytes: 0,
+    })
+}
+
+fn read_head(path: &Path) -> Result<Vec<u8>, Error> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|source| onnx_proto::Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut head = Vec::with_capacity(256);
+    file.take(256)
+        .read_to_end(&mut head)
+        .map_err(|source| onnx_proto::Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_told_apart_from_binary() {
+        assert!(is_text_model(Path::new("m.onnxtxt"), b"\x08\x07"));
+        assert!(is_text_model(Path::new("m.onnx"), b"  \n<ir_version: 8>"));
+        assert!(!is_text_model(Path::new("m.onnx"), b"\x08\x07\x12"));
+        assert!(!is_text_model(Path::new("m.onnx"), b""));
+    }
+}

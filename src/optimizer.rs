@@ -1,0 +1,356 @@
+//! The optimizer as a library: a builder over a [`Pipeline`], extra rules (text, files),
+//! the cost model, folding and the differential check, and [`Optimizer::optimize`], which
+//! returns the optimized model and a [`Report`].
+//!
+//! The check is on by default (three random inputs, as onnxsim's command line does). When it
+//! finds a difference, the rule set is bisected to name the rule that broke the model: the
+//! smallest prefix of the rules (in pipeline order) whose result differs ends with the culprit.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use onnx_egraph::{CostKind, FoldOptions, OptimizeOptions, OptimizeReport, Phase, RuleSet};
+use onnx_ir::Model;
+
+use crate::info::ModelInfo;
+use crate::pipeline::{Extra, Pipeline};
+use crate::verify::{compare_models, Mismatch, Tolerance};
+use crate::Error;
+
+/// Random trials of the default check.
+pub const DEFAULT_CHECK_TRIALS: usize = 3;
+
+/// Optimizes models: a pipeline, extra rules, and options.
+///
+/// ```
+/// let model = onnx_opt::parse_text(
+///     r#"<ir_version: 8, opset_import: ["" : 13]>
+///        g (float[2, 3] x) => (float[2, 3] y) { t = Identity(x)  y = Relu(t) }"#,
+/// )?;
+/// let out = onnx_opt::Optimizer::new().optimize(&model)?;
+/// assert_eq!(out.model.graph.order.len(), 1);
+/// assert_eq!(out.report.nodes_after, 1);
+/// # Ok::<(), onnx_opt::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Optimizer {
+    pipeline: Pipeline,
+    extra: Extra,
+    cost: Option<CostKind>,
+    fold: Option<FoldOptions>,
+    target_opset: Option<i64>,
+    check: usize,
+    dims: BTreeMap<String, i64>,
+    tolerance: Tolerance,
+}
+
+impl Default for Optimizer {
+    fn default() -> Self {
+        Optimizer::new()
+    }
+}
+
+/// An optimized model and what happened.
+#[derive(Debug, Clone)]
+pub struct Optimized {
+    /// The optimized model; it has passed the checker.
+    pub model: Model,
+    /// Figures of the run.
+    pub report: Report,
+}
+
+/// What an optimization did: node counts and op histograms before and after, the e-graph's
+/// report (phases, firings per rule, refusals), and the check.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// The pipeline that ran.
+    pub pipeline: String,
+    /// Nodes of the main graph before.
+    pub nodes_before: usize,
+    /// Nodes of the main graph after.
+    pub nodes_after: usize,
+    /// Initializers before.
+    pub initializers_before: usize,
+    /// Initializers after.
+    pub initializers_after: usize,
+    /// Count per op type before (subgraphs included).
+    pub ops_before: BTreeMap<String, usize>,
+    /// Count per op type after (subgraphs included).
+    pub ops_after: BTreeMap<String, usize>,
+    /// Random trials the check ran (0: it was off).
+    pub check_trials: usize,
+    /// Milliseconds spent optimizing (check excluded).
+    pub optimize_ms: f64,
+    /// Milliseconds spent checking.
+    pub check_ms: f64,
+    /// The e-graph's report: phases, firings per rule, refusals, folding.
+    pub egraph: OptimizeReport,
+}
+
+impl Optimizer {
+    /// The default pipeline with the built-in rules, the check on three random inputs.
+    pub fn new() -> Self {
+        Optimizer {
+            pipeline: Pipeline::default_pipeline(),
+            extra: Extra::default(),
+            cost: None,
+            fold: None,
+            target_opset: None,
+            check: DEFAULT_CHECK_TRIALS,
+            dims: BTreeMap::new(),
+            tolerance: Tolerance::default(),
+        }
+    }
+
+    /// Runs this pipeline (its phases, cost model and folding) instead of the default.
+    pub fn pipeline(mut self, pipeline: Pipeline) -> Self {
+        self.pipeline = pipeline;
+        self
+    }
+
+    /// Keeps (`true`, the default) or leaves out the built-in rule files the pipeline names.
+    pub fn builtin_rules(mut self, on: bool) -> Self {
+        self.extra.no_builtin = !on;
+        self
+    }
+
+    /// Adds rules written as text (checked when the optimizer runs; `origin` names them in
+    /// errors). They run in every phase.
+    pub fn rules_text(mut self, origin: &str, text: &str) -> Self {
+        self.extra
+            .texts
+            .push((origin.to_string(), text.to_string()));
+        self
+    }
+
+    /// Adds a rule file; it runs in every phase.
+    pub fn rules_file(mut self, path: &Path) -> Result<Self, Error> {
+        let text = crate::rules::read_rule_file(path)?;
+        self.extra.texts.push((path.display().to_string(), text));
+        Ok(self)
+    }
+
+    /// Also runs rules tagged `unsafe` (float-unsafe).
+    pub fn unsafe_rules(mut self, on: bool) -> Self {
+        self.extra.float_unsafe = on;
+        self
+    }
+
+    /// Overrides the pipeline's cost model.
+    pub fn cost(mut self, cost: CostKind) -> Self {
+        self.cost = Some(cost);
+        self
+    }
+
+    /// Overrides the pipeline's folding options.
+    pub fn fold(mut self, fold: FoldOptions) -> Self {
+        self.fold = Some(fold);
+        self
+    }
+
+    /// Extracts only operators legal at this default-domain opset.
+    pub fn target_opset(mut self, opset: i64) -> Self {
+        self.target_opset = Some(opset);
+        self
+    }
+
+    /// Random trials of the differential check (0 turns it off).
+    pub fn check(mut self, trials: usize) -> Self {
+        self.check = trials;
+        self
+    }
+
+    /// The value of a symbolic dimension for the check's random inputs.
+    pub fn dim(mut self, name: &str, value: i64) -> Self {
+        self.dims.insert(name.to_string(), value);
+        self
+    }
+
+    /// The check's tolerances for floating-point outputs.
+    pub fn tolerance(mut self, tolerance: Tolerance) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+
+    /// The pipeline this optimizer runs.
+    pub fn pipeline_spec(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The check's trial count.
+    pub fn check_trials(&self) -> usize {
+        self.check
+    }
+
+    /// The saturation phases this optimizer runs, with every rule parsed and checked.
+    pub fn phases(&self) -> Result<Vec<Phase>, Error> {
+        self.pipeline.phases(&self.extra)
+    }
+
+    fn options(&self, phases: Vec<Phase>) -> OptimizeOptions {
+        OptimizeOptions {
+            fold: self
+                .fold
+                .clone()
+                .unwrap_or_else(|| self.pipeline.fold_options()),
+            cost: self.cost.unwrap_or_else(|| self.pipeline.cost.into()),
+            phases,
+            target_opset: self.target_opset,
+        }
+    }
+
+    /// Optimizes a model (its main graph and every subgraph), then checks the result against
+    /// the original in the reference interpreter unless the check is off. A difference is an
+    /// [`Error::Mismatch`] naming the first output that differs and the rule that broke it.
+    pub fn optimize(&self, model: &Model) -> Result<Optimized, Error> {
+        let origin = crate::model_origin(model);
+        let phases = self.phases()?;
+        let original = model.to_proto();
+        let before = ModelInfo::of(&original);
+        let t1 = std::time::Instant::now();
+        let (optimized, egraph) = self.run_phases(model, &phases, None, &origin)?;
+        let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
+        let proto = optimized.to_proto();
+        let t2 = std::time::Instant::now();
+        if self.check > 0 {
+            if let Some(m) = self.differs(&original, &proto)? {
+                let culprit = self.bisect(model, &original, &phases, &origin);
+                return Err(Error::Mismatch(Box::new(MismatchReport {
+                    mismatch: m,
+                    culprit,
+                })));
+            }
+        }
+        let check_ms = t2.elapsed().as_secs_f64() * 1e3;
+        let after = ModelInfo::of(&proto);
+        Ok(Optimized {
+            model: optimized,
+            report: Report {
+                pipeline: self.pipeline.name.clone(),
+                nodes_before: before.nodes,
+                nodes_after: after.nodes,
+                initializers_before: before.initializers,
+                initializers_after: after.initializers,
+                ops_before: before.op_histogram,
+                ops_after: after.op_histogram,
+                check_trials: self.check,
+                optimize_ms,
+                check_ms,
+                egraph,
+            },
+        })
+    }
+
+    fn run_phases(
+        &self,
+        model: &Model,
+        phases: &[Phase],
+        keep: Option<&BTreeSet<String>>,
+        origin: &str,
+    ) -> Result<(Model, OptimizeReport), Error> {
+        let phases = phases.iter().map(|p| restrict(p, keep)).collect();
+        onnx_egraph::optimize_model(model, self.options(phases)).map_err(|source| Error::Optimize {
+            path: origin.into(),
+            source,
+        })
+    }
+
+    fn differs(
+        &self,
+        original: &onnx_proto::ModelProto,
+        optimized: &onnx_proto::ModelProto,
+    ) -> Result<Option<Mismatch>, Error> {
+        compare_models(original, optimized, self.check, &self.dims, self.tolerance)
+            .map_err(|e| Error::Verify(Box::new(e)))
+    }
+
+    /// The rule whose addition makes the outputs differ: binary search over prefixes of the
+    /// rules in pipeline order. `None` when the difference does not come from a rule (the
+    /// model with no rule at all already differs: folding or extraction).
+    fn bisect(
+        &self,
+        model: &Model,
+        original: &onnx_proto::ModelProto,
+        phases: &[Phase],
+        origin: &str,
+    ) -> Option<String> {
+        let mut order: Vec<String> = Vec::new();
+        for p in phases {
+            for r in p.rules.rules() {
+                if !order.contains(&r.name) {
+                    order.push(r.name.clone());
+                }
+            }
+        }
+        let broken = |k: usize| -> bool {
+            let keep: BTreeSet<String> = order[..k].iter().cloned().collect();
+            match self.run_phases(model, phases, Some(&keep), origin) {
+                Ok((m, _)) => matches!(self.differs(original, &m.to_proto()), Ok(Some(_))),
+                Err(_) => false,
+            }
+        };
+        if order.is_empty() || broken(0) {
+            return None;
+        }
+        // Invariant: prefix `lo` is fine, prefix `hi` is broken.
+        let (mut lo, mut hi) = (0, order.len());
+        if !broken(hi) {
+            return None;
+        }
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if broken(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(order[hi - 1].clone())
+    }
+}
+
+/// A check failure: the first difference, and the rule found by bisection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MismatchReport {
+    /// The first output that differs, and how.
+    pub mismatch: Mismatch,
+    /// The rule whose addition makes the outputs differ; `None` when they differ with no rule
+    /// at all (folding or extraction is at fault).
+    pub culprit: Option<String>,
+}
+
+impl std::fmt::Display for MismatchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = &self.mismatch;
+        write!(
+            f,
+            "output '{}' differs on random input {}: {}; ",
+            m.output, m.trial, m.detail
+        )?;
+        match &self.culprit {
+            Some(rule) => write!(
+                f,
+                "rule '{rule}' breaks it (found by bisecting the rules: without it the outputs are equal)"
+            ),
+            None => write!(
+                f,
+                "no rule is at fault (the outputs differ with every rule off: folding or extraction)"
+            ),
+        }
+    }
+}
+
+/// A copy of a phase keeping only the named rules (all when `keep` is `None`).
+fn restrict(p: &Phase, keep: Option<&BTreeSet<String>>) -> Phase {
+    let mut set: RuleSet = (*p.rules).clone();
+    if let Some(keep) = keep {
+        set.retain(|r| keep.contains(&r.name));
+    }
+    let mut q = Phase::new(&p.name, Arc::new(set));
+    q.iter_limit = p.iter_limit;
+    q.node_limit = p.node_limit;
+    q.time_limit = p.time_limit;
+    q.match_limit = p.match_limit;
+    q
+}

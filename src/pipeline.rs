@@ -1,0 +1,442 @@
+//! Pipelines as data: an ordered list of saturation phases, each with its rules (rule files and
+//! labels) and its limits, plus the cost model and the folding budget. The built-in pipelines
+//! live beside the rules (`rules/pipelines/*.toml`, embedded in the binary); a user's pipeline
+//! is a file in the same format:
+//!
+//! ```toml
+//! description = "Cleanups first, then fusions"
+//! cost = "latency"          # or "nodes"
+//! fold = true               # fold constants
+//! fold_unbounded = false    # fold regardless of result size
+//!
+//! [[phase]]
+//! name = "cleanup"
+//! rules = ["builtin:cleanup", "my_rules.rules"]   # built-in files by stem; paths relative to this file
+//! labels = ["cleanup"]      # keep only rules with one of these labels (empty or absent: all)
+//! iterations = 30           # limits; whichever stops the phase is reported
+//! enodes = 200000
+//! seconds = 20.0
+//! ```
+//!
+//! `rules = ["builtin"]` names every built-in rule file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use onnx_egraph::{CostKind, FoldOptions, Phase, RuleSet};
+use onnx_rules::ir::RuleFile;
+
+use crate::rules::BUILTIN;
+use crate::Error;
+
+/// The built-in pipelines: (name, TOML text).
+pub const BUILTIN_PIPELINES: &[(&str, &str)] = &[
+    ("default", include_str!("../rules/pipelines/default.toml")),
+    ("fast", include_str!("../rules/pipelines/fast.toml")),
+    (
+        "aggressive",
+        include_str!("../rules/pipelines/aggressive.toml"),
+    ),
+];
+
+/// Extraction cost model, as written in a pipeline file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CostChoice {
+    /// Estimated latency from shapes.
+    #[default]
+    Latency,
+    /// Plain node count.
+    Nodes,
+}
+
+impl From<CostChoice> for CostKind {
+    fn from(c: CostChoice) -> CostKind {
+        match c {
+            CostChoice::Latency => CostKind::Latency,
+            CostChoice::Nodes => CostKind::NodeCount,
+        }
+    }
+}
+
+/// A pipeline: phases run in order on every graph, then extraction under a cost model.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// The built-in name, or the file it was read from.
+    #[serde(skip)]
+    pub name: String,
+    /// One line saying what the pipeline is for.
+    #[serde(default)]
+    pub description: String,
+    /// The extraction cost model.
+    #[serde(default)]
+    pub cost: CostChoice,
+    /// Fold constants.
+    #[serde(default = "yes")]
+    pub fold: bool,
+    /// Fold regardless of result size (by default a folded constant may be no larger than its
+    /// constant inputs together, or 1 KiB).
+    #[serde(default)]
+    pub fold_unbounded: bool,
+    /// The phases, in order.
+    #[serde(rename = "phase", default)]
+    pub phases: Vec<PhaseSpec>,
+    /// The directory relative rule-file paths resolve against.
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One phase of a pipeline.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// Shown in reports.
+    pub name: String,
+    /// Rule sources: `builtin` (every built-in file), `builtin:STEM` (one built-in file, such as
+    /// `builtin:cleanup`), or a path relative to the pipeline file.
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// Keep only the rules carrying one of these labels (`[cleanup]`, `[fusion]`); empty: all.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Iteration limit.
+    #[serde(default = "default_iterations")]
+    pub iterations: usize,
+    /// E-node limit.
+    #[serde(default = "default_enodes")]
+    pub enodes: usize,
+    /// Time limit in seconds.
+    #[serde(default = "default_seconds")]
+    pub seconds: f64,
+}
+
+fn default_iterations() -> usize {
+    30
+}
+fn default_enodes() -> usize {
+    200_000
+}
+fn default_seconds() -> f64 {
+    20.0
+}
+
+impl Pipeline {
+    /// A built-in pipeline by name.
+    pub fn builtin(name: &str) -> Result<Pipeline, Error> {
+        let Some((_, text)) = BUILTIN_PIPELINES.iter().find(|(n, _)| *n == name) else {
+            return Err(Error::Pipeline {
+                origin: name.to_string(),
+                message: format!(
+                    "no built-in pipeline named '{name}' (there are: {})",
+                    BUILTIN_PIPELINES
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        let mut p = Pipeline::parse(text, name)?;
+        p.name = name.to_string();
+        Ok(p)
+    }
+
+    /// The default pipeline.
+    pub fn default_pipeline() -> Pipeline {
+        // The built-in files are tested to parse; a failure here is a bug in the binary.
+        Pipeline::builtin("default").expect("the built-in default pipeline parses")
+    }
+
+    /// Parses pipeline text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Pipeline, Error> {
+        let mut p: Pipeline = toml::from_str(text).map_err(|e| Error::Pipeline {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        p.name = origin.to_string();
+        p.validate(origin)?;
+        Ok(p)
+    }
+
+    /// Reads a pipeline file; relative rule paths resolve against its directory.
+    pub fn from_file(path: &Path) -> Result<Pipeline, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::RuleFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut p = Pipeline::parse(&text, &path.display().to_string())?;
+        p.base_dir = Some(
+            path.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from(".")),
+        );
+        Ok(p)
+    }
+
+    /// A built-in name, or else a file path.
+    pub fn by_name_or_file(spec: &str) -> Result<Pipeline, Error> {
+        if BUILTIN_PIPELINES.iter().any(|(n, _)| *n == spec) {
+            Pipeline::builtin(spec)
+        } else if Path::new(spec).exists() {
+            Pipeline::from_file(Path::new(spec))
+        } else {
+            Pipeline::builtin(spec)
+        }
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), Error> {
+        let bad = |message: String| Error::Pipeline {
+            origin: origin.to_string(),
+            message,
+        };
+        let mut names = std::collections::BTreeSet::new();
+        for ph in &self.phases {
+            if !names.insert(ph.name.as_str()) {
+                return Err(bad(format!("two phases are named '{}'", ph.name)));
+            }
+            if ph.rules.is_empty() {
+                return Err(bad(format!(
+                    "phase '{}' names no rules (`rules = [\"builtin\"]` for the built-in ones)",
+                    ph.name
+                )));
+            }
+            if !(ph.seconds.is_finite() && ph.seconds > 0.0) {
+                return Err(bad(format!(
+                    "phase '{}': seconds must be a positive number",
+                    ph.name
+                )));
+            }
+            for r in &ph.rules {
+                if let Some(stem) = r.strip_prefix("builtin:") {
+                    if builtin_file(stem).is_none() {
+                        return Err(bad(format!(
+                            "phase '{}': no built-in rule file '{stem}' (there are: {})",
+                            ph.name,
+                            BUILTIN
+                                .iter()
+                                .map(|(p, _)| stem_of(p))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The fold options.
+    pub fn fold_options(&self) -> FoldOptions {
+        FoldOptions {
+            enabled: self.fold,
+            budget_floor: if self.fold_unbounded {
+                None
+            } else {
+                Some(1024)
+            },
+        }
+    }
+
+    /// Every rule source the phases name, resolved: (label for errors, path or built-in key).
+    fn sources(&self) -> Vec<Source> {
+        let mut out: Vec<Source> = Vec::new();
+        for ph in &self.phases {
+            for r in &ph.rules {
+                for s in self.resolve(r) {
+                    if !out.contains(&s) {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn resolve(&self, r: &str) -> Vec<Source> {
+        if r == "builtin" {
+            BUILTIN.iter().map(|(p, _)| Source::Builtin(p)).collect()
+        } else if let Some(stem) = r.strip_prefix("builtin:") {
+            builtin_file(stem)
+                .map(Source::Builtin)
+                .into_iter()
+                .collect()
+        } else {
+            let p = Path::new(r);
+            let full = match &self.base_dir {
+                Some(d) if p.is_relative() => d.join(p),
+                _ => p.to_path_buf(),
+            };
+            vec![Source::File(full)]
+        }
+    }
+
+    /// The saturation phases: every rule file is parsed and checked once (rule names unique
+    /// across all of them, every error of every file reported at once); each phase gets the
+    /// rules of its files that carry one of its labels, plus the `extra` rules (a user's
+    /// `--rules` files and text) and `rust` rules, which run in every phase.
+    pub fn phases(&self, extra: &Extra) -> Result<Vec<Phase>, Error> {
+        let mut sources: Vec<(String, String)> = Vec::new();
+        let resolved = self.sources();
+        let mut keys: Vec<Source> = Vec::new();
+        for s in &resolved {
+            match s {
+                Source::Builtin(_) if extra.no_builtin => continue,
+                Source::Builtin(p) => {
+                    let text = BUILTIN.iter().find(|(q, _)| q == p).map(|(_, t)| *t);
+                    sources.push((p.to_string(), text.unwrap_or_default().to_string()));
+                }
+                Source::File(f) => {
+                    sources.push((f.display().to_string(), crate::rules::read_rule_file(f)?));
+                }
+            }
+            keys.push(s.clone());
+        }
+        let extra_start = sources.len();
+        sources.extend(extra.texts.iter().cloned());
+        let files = crate::rules::parse_all(&sources)?;
+        let (phase_files, extra_files) = files.split_at(extra_start);
+        let mut phases = Vec::new();
+        for ph in &self.phases {
+            let wanted: Vec<Source> = ph.rules.iter().flat_map(|r| self.resolve(r)).collect();
+            let mut set = RuleSet::new();
+            for (key, file) in keys.iter().zip(phase_files) {
+                if wanted.contains(key) {
+                    add_labelled(&mut set, file, &ph.labels);
+                }
+            }
+            for file in extra_files {
+                set.add_file(file.clone());
+            }
+            set.float_unsafe = extra.float_unsafe;
+            let mut phase = Phase::new(&ph.name, Arc::new(set));
+            phase.iter_limit = ph.iterations;
+            phase.node_limit = ph.enodes;
+            phase.time_limit = Duration::from_secs_f64(ph.seconds);
+            phases.push(phase);
+        }
+        Ok(phases)
+    }
+
+    /// A one-paragraph description for `onnx-opt pipelines`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{}: {}\n", self.name, self.description);
+        s.push_str(&format!(
+            "  cost {:?}, fold {}{}\n",
+            self.cost,
+            if self.fold { "on" } else { "off" },
+            if self.fold_unbounded {
+                " (unbounded)"
+            } else {
+                ""
+            }
+        ));
+        for ph in &self.phases {
+            s.push_str(&format!(
+                "  phase {}: rules {}{}; limits {} iterations, {} e-nodes, {} s\n",
+                ph.name,
+                ph.rules.join(", "),
+                if ph.labels.is_empty() {
+                    String::new()
+                } else {
+                    format!(" labelled {}", ph.labels.join(" or "))
+                },
+                ph.iterations,
+                ph.enodes,
+                ph.seconds
+            ));
+        }
+        s
+    }
+}
+
+/// Rules added to every phase of a pipeline (what `--rules`, `--no-builtin-rules` and
+/// `--unsafe-rules` ask for).
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    /// Leave out the built-in rule files the pipeline names.
+    pub no_builtin: bool,
+    /// Rule texts: (origin for errors, text).
+    pub texts: Vec<(String, String)>,
+    /// Run rules tagged `unsafe` too.
+    pub float_unsafe: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Source {
+    Builtin(&'static str),
+    File(PathBuf),
+}
+
+fn stem_of(path: &str) -> &str {
+    Path::new(path)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(path)
+}
+
+fn builtin_file(stem: &str) -> Option<&'static str> {
+    BUILTIN.iter().map(|(p, _)| *p).find(|p| stem_of(p) == stem)
+}
+
+fn add_labelled(set: &mut RuleSet, file: &RuleFile, labels: &[String]) {
+    for rule in &file.rules {
+        if labels.is_empty() || rule.tags.labels.iter().any(|l| labels.contains(l)) {
+            set.add_rule(rule.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_pipeline_parses_and_builds_its_phases() {
+        for (name, _) in BUILTIN_PIPELINES {
+            let p = Pipeline::builtin(name).unwrap();
+            assert!(!p.description.is_empty(), "{name} has no description");
+            let phases = p.phases(&Extra::default()).unwrap();
+            assert_eq!(phases.len(), p.phases.len());
+            assert!(phases.iter().all(|ph| !ph.rules.is_empty()), "{name}");
+        }
+    }
+
+    #[test]
+    fn labels_select_rules() {
+        let p = Pipeline::parse(
+            "description = \"x\"\n[[phase]]\nname = \"c\"\nrules = [\"builtin\"]\nlabels = [\"cleanup\"]\n",
+            "t",
+        )
+        .unwrap();
+        let phases = p.phases(&Extra::default()).unwrap();
+        let rules: Vec<&str> = phases[0].rules.rules().map(|r| r.name.as_str()).collect();
+        assert!(rules.contains(&"identity_elim"));
+        assert!(!rules.contains(&"fold_bn_into_conv"));
+    }
+
+    #[test]
+    fn bad_pipelines_are_refused_with_their_origin() {
+        let e = Pipeline::parse("[[phase]]\nname = \"a\"\nrules = []\n", "p.toml").unwrap_err();
+        assert!(e.to_string().contains("p.toml") && e.to_string().contains("names no rules"));
+        let e = Pipeline::parse(
+            "[[phase]]\nname = \"a\"\nrules = [\"builtin:nope\"]\n",
+            "p.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("no built-in rule file 'nope'"),
+            "{e}"
+        );
+        let e = Pipeline::parse("colour = 3\n", "p.toml").unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+        let e = Pipeline::builtin("nope").unwrap_err();
+        assert!(e.to_string().contains("default"), "{e}");
+    }
+}

@@ -1,0 +1,159 @@
+//! What works on a bare clone: text models everywhere, the example model, pipelines, and the
+//! default check (on, off, and a failure that names the output and the rule).
+
+use std::path::{Path, PathBuf};
+
+use super::{onnx_opt, stderr, stdout};
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.onnxtxt")
+}
+
+#[test]
+fn every_command_accepts_a_text_model() {
+    let m = example();
+    let dir = tempfile::tempdir().unwrap();
+    let o = onnx_opt(&[&"info", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nodes: 10"), "{}", stdout(&o));
+    let o = onnx_opt(&[&"check", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = onnx_opt(&[&"print", &m]);
+    assert!(o.status.success() && stdout(&o).contains("Softmax"));
+    let o = onnx_opt(&[&"run", &m, &"--random-inputs", &"--dim", &"batch=2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("probabilities: float[2, 4]"),
+        "{}",
+        stdout(&o)
+    );
+    let copy = dir.path().join("copy.onnx");
+    let o = onnx_opt(&[&"copy", &m, &"-o", &copy]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = onnx_opt(&[&"info", &copy]);
+    assert!(stdout(&o).contains("nodes: 10"), "{}", stdout(&o));
+    let o = onnx_opt(&[&"rules", &"explain", &"matmul_add_to_gemm", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("fired"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_text_model_that_does_not_parse_names_the_file_and_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.onnxtxt");
+    std::fs::write(
+        &bad,
+        "<ir_version: 8, opset_import: [\"\" : 13]>\ng (float x) => (y) {\n  y = Relu(x\n}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.onnx");
+    for args in [vec!["info"], vec!["optimize"]] {
+        let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = args.iter().map(|s| s as _).collect();
+        a.push(&bad);
+        if args[0] == "optimize" {
+            a.push(&"-o");
+            a.push(&out);
+        }
+        let o = onnx_opt(&a);
+        assert_eq!(o.status.code(), Some(1));
+        let err = stderr(&o);
+        assert!(err.contains("bad.onnxtxt:4:1"), "{err}");
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn the_readme_first_command_optimizes_the_example_with_the_check_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlp.onnx");
+    let o = onnx_opt(&[&example(), &"-o", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("check: outputs equal on 3 random inputs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Gemm                                  0          2"),
+        "{text}"
+    );
+    let o = onnx_opt(&[&"info", &out]);
+    assert!(stdout(&o).contains("nodes: 4"), "{}", stdout(&o));
+}
+
+#[test]
+fn check_0_turns_the_check_off_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlp.onnx");
+    let o = onnx_opt(&[&example(), &"-o", &out, &"--check", &"0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("check: off (--check 0)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn a_failed_check_names_the_output_and_the_rule_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("wrong.rules");
+    // Relu(x) is not x: a wrong rule the checker cannot see (it is well typed).
+    std::fs::write(&rules, "# Wrong on purpose, for a test.\n\n# Relu(x) == x (false)\nrule relu_is_identity: Relu(x) => x\n").unwrap();
+    let out = dir.path().join("mlp.onnx");
+    let o = onnx_opt(&[&example(), &"-o", &out, &"--rules", &rules]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("check failed, nothing written"), "{err}");
+    assert!(err.contains("output 'probabilities' differs"), "{err}");
+    assert!(err.contains("rule 'relu_is_identity' breaks it"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn pipelines_are_listed_and_selected_by_name_or_file() {
+    let o = onnx_opt(&[&"pipelines"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for name in ["default:", "fast:", "aggressive:"] {
+        assert!(text.contains(name), "{text}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlp.onnx");
+    let o = onnx_opt(&[&example(), &"-o", &out, &"--pipeline", &"fast"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // fast has the cleanups only: no Gemm.
+    assert!(stdout(&o).contains("pipeline: fast"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("matmul_add_to_gemm"), "{}", stdout(&o));
+
+    let file = dir.path().join("mine.toml");
+    std::fs::write(
+        &file,
+        "description = \"fusions only\"\n[[phase]]\nname = \"fuse\"\nrules = [\"builtin:fusion\"]\n",
+    )
+    .unwrap();
+    let o = onnx_opt(&[&example(), &"-o", &out, &"--pipeline", &file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("matmul_add_to_gemm 2"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&o).contains("identity_elim"), "{}", stdout(&o));
+
+    std::fs::write(
+        &file,
+        "[[phase]]\nname = \"x\"\nrules = [\"missing.rules\"]\n",
+    )
+    .unwrap();
+    let o = onnx_opt(&[&example(), &"-o", &out, &"--pipeline", &file]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("missing.rules"), "{}", stderr(&o));
+    let o = onnx_opt(&[&example(), &"-o", &out, &"--pipeline", &"nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no built-in pipeline named 'nope'"),
+        "{}",
+        stderr(&o)
+    );
+}
