@@ -12,10 +12,15 @@ use onnx_proto::{
 /// What `onnx-opt info` prints, also used for the before/after table of `optimize`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelInfo {
+    /// The IR version, when set.
     pub ir_version: Option<i64>,
+    /// Opset imports: (domain, version).
     pub opsets: Vec<(String, i64)>,
+    /// Producer name and version.
     pub producer: String,
+    /// Graph inputs that are not initializers: (name, type).
     pub inputs: Vec<(String, String)>,
+    /// Graph outputs: (name, type).
     pub outputs: Vec<(String, String)>,
     /// Nodes of the main graph.
     pub nodes: usize,
@@ -23,6 +28,7 @@ pub struct ModelInfo {
     pub subgraph_nodes: usize,
     /// Count per op type (`domain.Op` for non-default domains), main graph and subgraphs.
     pub op_histogram: BTreeMap<String, usize>,
+    /// Initializers of the main graph.
     pub initializers: usize,
     /// Elements over all initializers (sparse ones count their stored values).
     pub parameters: u64,
@@ -30,7 +36,9 @@ pub struct ModelInfo {
     pub inline_bytes: u64,
     /// Bytes of tensor data stored in external files, and the number of such tensors.
     pub external_bytes: u64,
+    /// Tensors stored in external files.
     pub external_tensors: usize,
+    /// Model-local functions.
     pub functions: usize,
 }
 

@@ -41,6 +41,8 @@
 //! # Ok::<(), onnx_opt::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 use std::path::{Path, PathBuf};
 
 pub mod info;
@@ -233,3 +235,8 @@ pub(crate) fn model_origin(model: &Model) -> String {
         _ => "<model>".to_string(),
     }
 }
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

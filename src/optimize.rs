@@ -15,23 +15,41 @@ use crate::{Error, Optimizer};
 /// The figures of one run, for the table and `--report`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
+    /// The input file.
     pub input: PathBuf,
+    /// The output file.
     pub output: PathBuf,
+    /// The pipeline that ran.
     pub pipeline: String,
+    /// Main-graph nodes before.
     pub nodes_before: usize,
+    /// Main-graph nodes after.
     pub nodes_after: usize,
+    /// Initializers before.
     pub initializers_before: usize,
+    /// Initializers after.
     pub initializers_after: usize,
+    /// Input file size in bytes.
     pub size_before: u64,
+    /// Output file size in bytes.
     pub size_after: u64,
+    /// Count per op type before.
     pub ops_before: BTreeMap<String, usize>,
+    /// Count per op type after.
     pub ops_after: BTreeMap<String, usize>,
+    /// Wall time of the whole run, in milliseconds.
     pub time_ms: f64,
+    /// Loading and checking the input.
     pub load_ms: f64,
+    /// Optimizing (lift, fold, saturate, extract).
     pub optimize_ms: f64,
+    /// The differential check.
     pub check_ms: f64,
+    /// Saving.
     pub save_ms: f64,
+    /// Random trials of the check (0: off).
     pub check_trials: usize,
+    /// The e-graph's report.
     pub egraph: OptimizeReport,
 }
 
@@ -39,6 +57,7 @@ pub struct Outcome {
 pub struct Loaded {
     /// The proto, with external data mapped in as `raw_data`.
     pub proto: onnx_proto::LoadedModel,
+    /// The IR of the model.
     pub model: Model,
     /// Whether the file stored any tensor externally.
     pub had_external: bool,

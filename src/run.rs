@@ -18,7 +18,9 @@ pub struct RunConfig {
     pub inputs: Vec<(String, PathBuf)>,
     /// Fill inputs not given with seeded random values.
     pub random_inputs: bool,
+    /// Values of symbolic dims for random inputs.
     pub dims: BTreeMap<String, i64>,
+    /// Seed of the random inputs.
     pub seed: u64,
     /// Write `output_i.pb` files here.
     pub output_dir: Option<PathBuf>,
@@ -31,15 +33,20 @@ pub struct RunConfig {
 /// One output's summary.
 #[derive(Debug, Clone)]
 pub struct OutputSummary {
+    /// Output name.
     pub name: String,
+    /// Kind and type (`float[2, 4]`, `sequence`, ...).
     pub kind: String,
+    /// Min, max and mean of a tensor.
     pub stats: String,
 }
 
 /// The result of a run.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
+    /// Each output, in the graph's order.
     pub outputs: Vec<OutputSummary>,
+    /// Median inference time over the repeats, when repeated.
     pub median_ms: Option<f64>,
     /// Time per operator type over all runs, when profiling was asked for.
     pub profile: Option<Profile>,

@@ -10,7 +10,9 @@ use onnx_ref::{Session, Tensor, Value};
 /// Tolerances for floating-point outputs.
 #[derive(Debug, Clone, Copy)]
 pub struct Tolerance {
+    /// Relative tolerance.
     pub rtol: f64,
+    /// Absolute tolerance.
     pub atol: f64,
 }
 
@@ -26,8 +28,11 @@ impl Default for Tolerance {
 /// The first difference found between two models' outputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mismatch {
+    /// The random input (0-based) it happened on.
     pub trial: usize,
+    /// The output that differs.
     pub output: String,
+    /// How it differs.
     pub detail: String,
 }
 
@@ -35,22 +40,33 @@ pub struct Mismatch {
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     #[error("the {which} model cannot run in the reference interpreter")]
+    /// The interpreter cannot load a model.
     Session {
+        /// `original` or `optimized`.
         which: &'static str,
         #[source]
+        /// Why.
         source: Box<onnx_ref::RefError>,
     },
     #[error("trial {trial}: the {which} model failed")]
+    /// A model failed on one trial.
     Run {
+        /// `original` or `optimized`.
         which: &'static str,
+        /// The trial.
         trial: usize,
         #[source]
+        /// Why.
         source: Box<onnx_ref::RefError>,
     },
     #[error("trial {trial}: the models have different outputs: {left:?} vs {right:?}")]
+    /// The models' output names differ.
     Outputs {
+        /// The trial.
         trial: usize,
+        /// The original's output names.
         left: Vec<String>,
+        /// The optimized model's output names.
         right: Vec<String>,
     },
 }

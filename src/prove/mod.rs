@@ -3,11 +3,11 @@
 //! keeps those where the rule fires at the root, and checks in the reference interpreter that
 //! the right side the engine built computes the same values (by the rule's precision tag).
 //!
-//! - [`choice`]: the randomness (a proptest-generated choice vector, shrunk toward zeros).
-//! - [`hints`]: what the guard and the `hint` clauses say (constants, ranks, attribute values).
-//! - [`gen`] and [`ops`]: the instance as a model (op-aware shapes and attributes).
-//! - [`engine`]: lift, saturate with the one rule, extract the right side.
-//! - [`compare`]: run both sides, compare.
+//! - `choice`: the randomness (a proptest-generated choice vector, shrunk toward zeros).
+//! - `hints`: what the guard and the `hint` clauses say (constants, ranks, attribute values).
+//! - `gen` and `ops`: the instance as a model (op-aware shapes and attributes).
+//! - `engine`: lift, saturate with the one rule, extract the right side.
+//! - `compare`: run both sides, compare.
 //!
 //! A failure (a mismatch, a refused union, a right side that fails) is shrunk and reported with
 //! the instance in the ONNX text syntax and its seed. A rule whose epoch gets fewer than
@@ -83,18 +83,22 @@ impl Default for ProveOptions {
 /// What the prover found for one rule.
 #[derive(Debug, Clone)]
 pub struct RuleVerdict {
+    /// The rule's name.
     pub rule: String,
     /// One entry per (epoch opset, dtype) tried.
     pub checks: Vec<EpochCheck>,
     /// The first failure found, shrunk.
     pub failure: Option<ProveFailure>,
+    /// Seconds spent proving it.
     pub seconds: f64,
 }
 
 /// The instances of one (epoch opset, dtype).
 #[derive(Debug, Clone)]
 pub struct EpochCheck {
+    /// The opset the instance was built at.
     pub opset: i64,
+    /// The element type it was instantiated with.
     pub dtype: String,
     /// Instances generated.
     pub attempts: usize,
@@ -107,6 +111,7 @@ pub struct EpochCheck {
 /// An instance on which the rule is wrong.
 #[derive(Debug, Clone)]
 pub struct ProveFailure {
+    /// The opset the instance was built at.
     pub opset: i64,
     /// The seed of the instance before shrinking.
     pub seed: u64,
@@ -427,6 +432,7 @@ fn shrink(
 /// rarely).
 #[derive(Debug, Clone)]
 pub struct InstanceSample {
+    /// The seed that reproduces it.
     pub seed: u64,
     /// The left side as ONNX text (empty when the generator rejected the draw).
     pub instance: String,

@@ -23,7 +23,9 @@ const MAX_DEPTH: usize = 32;
 /// A tensor read from a `.npy` file and the file's element descr (e.g. `<f4`).
 #[derive(Debug, Clone)]
 pub struct NpyTensor {
+    /// The array.
     pub tensor: Tensor,
+    /// Its NumPy dtype descriptor (`<f4`, ...).
     pub descr: String,
 }
 

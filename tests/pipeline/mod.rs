@@ -99,7 +99,12 @@ fn summarize(
     report: &onnx_egraph::OptimizeReport,
     optimized: &onnx_ir::Model,
 ) -> String {
-    let name = path.parent().unwrap().file_name().unwrap().to_string_lossy();
+    let name = path
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy();
     let info = onnx_opt::info::ModelInfo::of(&optimized.to_proto());
     let ops: Vec<String> = info
         .op_histogram

@@ -126,7 +126,7 @@ pub struct ClassData {
     /// For tuple classes whose op folded: the constant of each output.
     pub tuple_constants: Option<Vec<Option<ConstId>>>,
     /// For int64 shape vectors/scalars: the value with symbolic dims (`Shape(x)` of
-    /// float[batch,16] is [batch, 16]).
+    /// `float[batch,16]` is `[batch, 16]`).
     pub sym: Option<Vec<onnx_schema::infer::SymDim>>,
     /// For tuple classes: type and symbolic value of each output.
     pub tuple_types: Option<Vec<OutputType>>,

@@ -12,7 +12,7 @@
 
 use egg::{Id, Language};
 
-/// Index into the op table of the analysis ([`crate::OpTable`]).
+/// Index into the op table of the analysis ([`crate::tables::OpTable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpId(pub u32);
 

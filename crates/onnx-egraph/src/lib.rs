@@ -3,7 +3,7 @@
 //! - [`lang`]: the language (one operator e-node kind keyed by an interned op description;
 //!   attribute, input, constant, `None`, `Out` and `Root` nodes).
 //! - [`analysis`]: types, constants and names per class; constant folding with the reference
-//!   interpreter's kernels ([`fold`]).
+//!   interpreter's kernels (`fold`).
 //! - [`lift`]: IR graph -> e-graph. [`extract`]: DAG-aware greedy extraction under a cost model.
 //!   [`emit`]: selection -> IR graph. [`saturate`]: rule phases with limits.
 //! - [`optimize_model`]: the whole path for a model.

@@ -1,5 +1,5 @@
 //! Rules in the e-graph: checked rules of onnx-rules (the DSL's IR) run against the e-graph.
-//! [`matcher`] finds bindings of a rule's left side, [`eval`] evaluates its guard, [`apply`]
+//! `matcher` finds bindings of a rule's left side, `eval` evaluates its guard, `apply`
 //! builds the right side with the op builder and unions it through the refusal check.
 //!
 //! A rule applies at the model's default-domain opset when its window contains it; its ops bind
