@@ -212,6 +212,14 @@ pub fn save(model: &Model, path: impl AsRef<Path>) -> Result<(), Error> {
     Ok(())
 }
 
+/// Converts a model to opset `opset` of the default domain in one step (up or down) and checks
+/// the result on three random inputs: shorthand for [`Optimizer::converter`]. Operators whose
+/// schema is the same at both opsets carry over; a node with no equivalent legal at the target
+/// is an error that lists every such node (no version rules exist yet to rewrite them).
+pub fn convert(model: &Model, opset: i64) -> Result<Optimized, Error> {
+    Optimizer::converter(opset).optimize(model)
+}
+
 /// Runs a model in the reference interpreter on named inputs; returns the outputs by name, in
 /// the graph's order.
 pub fn run(

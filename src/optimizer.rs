@@ -103,6 +103,15 @@ impl Optimizer {
         }
     }
 
+    /// A converter to default-domain opset `opset`: the `convert` pipeline (no optimization
+    /// rule) with that target; checked on three random inputs like any optimization. Nodes
+    /// with no equivalent legal at the target are an error listing every one of them.
+    pub fn converter(opset: i64) -> Self {
+        Optimizer::new()
+            .pipeline(Pipeline::builtin("convert").expect("the built-in convert pipeline parses"))
+            .target_opset(opset)
+    }
+
     /// Runs this pipeline (its phases, cost model and folding) instead of the default.
     pub fn pipeline(mut self, pipeline: Pipeline) -> Self {
         self.pipeline = pipeline;

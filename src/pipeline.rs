@@ -38,6 +38,7 @@ pub const BUILTIN_PIPELINES: &[(&str, &str)] = &[
         "aggressive",
         include_str!("../rules/pipelines/aggressive.toml"),
     ),
+    ("convert", include_str!("../rules/pipelines/convert.toml")),
 ];
 
 /// Extraction cost model, as written in a pipeline file.
@@ -405,6 +406,7 @@ mod tests {
             let phases = p.phases(&Extra::default()).unwrap();
             assert_eq!(phases.len(), p.phases.len());
             assert!(phases.iter().all(|ph| !ph.rules.is_empty()), "{name}");
+            assert_eq!(phases.is_empty(), *name == "convert", "{name}");
         }
     }
 

@@ -15,6 +15,19 @@ use onnx_opt::{Optimizer, Pipeline};
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Optimize(args) => optimize(args),
+        Command::Convert(args) => {
+            let mut optimizer = Optimizer::converter(args.opset).check(args.check);
+            for (name, value) in &args.dims {
+                optimizer = optimizer.dim(name, *value);
+            }
+            let progress = super::progress::Progress::start();
+            let outcome = optimize_file(&args.model, &args.output, &optimizer, None, &|phase| {
+                progress.set(phase)
+            });
+            drop(progress);
+            print!("{}", render_table(&outcome?));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Run(args) => {
             let cfg = onnx_opt::run::RunConfig {
                 inputs: args.inputs,
@@ -111,6 +124,9 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
             super::CostArg::Latency => onnx_egraph::CostKind::Latency,
             super::CostArg::Nodes => onnx_egraph::CostKind::NodeCount,
         });
+    }
+    if let Some(t) = args.target_opset {
+        optimizer = optimizer.target_opset(t);
     }
     if args.no_fold || args.fold_unbounded {
         let mut fold = optimizer.pipeline_spec().fold_options();

@@ -21,6 +21,9 @@ pub struct Cli {
 pub enum Command {
     /// Optimize a model (also `onnx-opt MODEL -o OUT`).
     Optimize(OptimizeArgs),
+    /// Convert a model to another opset of the default domain (up or down, in one step);
+    /// checked in the reference interpreter like `optimize`.
+    Convert(ConvertArgs),
     /// Check a model against the ONNX IR rules and the operator schemas.
     Check { model: PathBuf },
     /// Run a model in the reference interpreter.
@@ -85,8 +88,28 @@ pub struct OptimizeArgs {
     /// Write the before/after figures as JSON (with the firings of every rule).
     #[arg(long, value_name = "FILE.json")]
     pub report: Option<PathBuf>,
+    /// Land at this opset of the default domain (only operators legal there are extracted).
+    #[arg(long, value_name = "N")]
+    pub target_opset: Option<i64>,
     #[command(flatten)]
     pub rules: RuleArgs,
+}
+
+/// Arguments of `convert`.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    pub model: PathBuf,
+    /// The target opset of the default domain.
+    #[arg(long, value_name = "N")]
+    pub opset: i64,
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Random trials of the differential check (0 turns it off, for huge models).
+    #[arg(long, value_name = "N", default_value_t = onnx_opt::DEFAULT_CHECK_TRIALS)]
+    pub check: usize,
+    /// Value of a symbolic dimension for --check's random inputs (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
 }
 
 /// Which rules to run.
@@ -214,6 +237,7 @@ const SUBCOMMANDS: &[&str] = &[
     "print",
     "run",
     "optimize",
+    "convert",
     "rules",
     "pipelines",
     "help",

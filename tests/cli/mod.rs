@@ -1,5 +1,6 @@
 //! The `onnx-opt` binary: exit codes, messages, and that failures write nothing.
 
+mod convert;
 mod first_run;
 mod npy;
 mod rules;

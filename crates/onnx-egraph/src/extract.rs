@@ -85,18 +85,26 @@ pub struct AtOpset<C> {
 
 impl<C: CostModel> CostModel for AtOpset<C> {
     fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64 {
-        if let NodeKind::Op(op) = node.kind {
-            let info = egraph.analysis.ops.get(op);
-            if info.has_schema && onnx_schema::normalize_domain(&info.domain).is_empty() {
-                let bound =
-                    onnx_schema::registry().lookup(&info.domain, &info.op_type, self.target);
-                if bound.map(|s| s.since_version) != Some(info.since_version) {
-                    return f64::INFINITY;
-                }
-            }
+        if !legal_at(egraph, node, self.target) {
+            return f64::INFINITY;
         }
         self.inner.node_cost(egraph, class, node)
     }
+}
+
+/// Whether an e-node may be written at default-domain opset `target`: every node that is not an
+/// operator, operators of other domains, and default-domain operators whose schema at `target`
+/// is the one they bind to (same since_version).
+pub fn legal_at(egraph: &OnnxEGraph, node: &ONode, target: i64) -> bool {
+    let NodeKind::Op(op) = node.kind else {
+        return true;
+    };
+    let info = egraph.analysis.ops.get(op);
+    if !(info.has_schema && onnx_schema::normalize_domain(&info.domain).is_empty()) {
+        return true;
+    }
+    let bound = onnx_schema::registry().lookup(&info.domain, &info.op_type, target);
+    bound.map(|s| s.since_version) == Some(info.since_version)
 }
 
 /// The chosen node of every class reachable from the root.

@@ -26,7 +26,7 @@ pub use analysis::{
     ClassData, FoldOptions, MergeCause, OnnxAnalysis, OnnxEGraph, Refusal, TypeConflict,
 };
 pub use build::{AttrArg, OpBuilder, Roles};
-pub use extract::{extract_dag, AtOpset, CostModel, Latency, NodeCount, Selection};
+pub use extract::{extract_dag, legal_at, AtOpset, CostModel, Latency, NodeCount, Selection};
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use pipeline::{optimize_model, CostKind, GraphReport, OptimizeOptions, OptimizeReport};
 pub use rules::{explain_rule, GuardCtx, GuardRegistry, RuleSet, SiteReport, SiteVerdict, Val};
@@ -47,6 +47,12 @@ pub enum EGraphError {
     Build { op: String, message: String },
     #[error("extraction found no finite-cost graph (every candidate was forbidden or cyclic)")]
     NoExtraction,
+    #[error("cannot express {} node(s) at opset {target} (no rule gives an equivalent there):\n  {}", nodes.len(), nodes.join("\n  "))]
+    NotExpressible {
+        target: i64,
+        /// `name (Op, bound to since_version V)` per node.
+        nodes: Vec<String>,
+    },
     #[error("phase '{phase}': {cause} merged values of different types ({left} vs {right}): the rule is unsound")]
     UnsoundMerge {
         phase: String,
@@ -58,6 +64,8 @@ pub enum EGraphError {
     Check(String),
     #[error("no rule named '{0}'")]
     UnknownRule(String),
+    #[error("not supported: {0}")]
+    Unsupported(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -10,7 +10,8 @@ use onnx_ir::{Graph, Model};
 use crate::analysis::FoldOptions;
 use crate::emit::{emit_graph, EmitOptions};
 use crate::extract::{extract_dag, AtOpset, Latency, NodeCount};
-use crate::lift::lift_graph;
+use crate::lang::NodeKind;
+use crate::lift::{lift_graph, Lifted};
 use crate::saturate::{saturate, Phase, PhaseReport};
 use crate::EGraphError;
 
@@ -81,16 +82,21 @@ pub fn optimize_model(
     options: OptimizeOptions,
 ) -> Result<(Model, OptimizeReport), EGraphError> {
     let opsets = crate::lift::opset_map(model);
+    let ir_version = match options.target_opset {
+        Some(t) => ir_version_at(model, &opsets, t)?,
+        None => model.ir_version,
+    };
     let mut subgraphs = SubgraphTotals::default();
     let (graph, main) = optimize_graph(
         &model.graph,
         &opsets,
         &options,
-        model.ir_version.unwrap_or(0) < 4,
+        ir_version.unwrap_or(0) < 4,
         &mut subgraphs,
     )?;
     let mut out = model.clone();
     out.graph = graph;
+    out.ir_version = ir_version;
     follow_extracted_opsets(&mut out, &opsets, options.target_opset);
     if let Err(errors) = onnx_ir::check_model(&out) {
         let msgs: Vec<String> = errors.iter().take(5).map(|e| e.to_string()).collect();
@@ -184,6 +190,15 @@ fn optimize_graph(
     lifted.egraph = egraph;
     let saturate_seconds = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
+    if let Some(target) = options.target_opset {
+        let stuck = not_expressible(&lifted, source, target);
+        if !stuck.is_empty() {
+            return Err(EGraphError::NotExpressible {
+                target,
+                nodes: stuck,
+            });
+        }
+    }
     let sel = match (options.cost, options.target_opset) {
         (CostKind::Latency, None) => extract_dag(&lifted.egraph, lifted.root, &Latency)?,
         (CostKind::NodeCount, None) => extract_dag(&lifted.egraph, lifted.root, &NodeCount)?,
@@ -229,4 +244,74 @@ fn optimize_graph(
         extract_seconds,
     };
     Ok((out, report))
+}
+
+/// The input nodes whose value has no e-node legal at `target`: nothing equivalent can be
+/// written there. (A class folded to a constant is always expressible.)
+fn not_expressible(lifted: &Lifted, graph: &Graph, target: i64) -> Vec<String> {
+    let eg = &lifted.egraph;
+    let mut out = Vec::new();
+    for origin in &lifted.origins {
+        let Some(class) = eg.lookup(origin.enode.clone()) else {
+            continue;
+        };
+        if eg[class]
+            .nodes
+            .iter()
+            .any(|n| crate::extract::legal_at(eg, n, target))
+        {
+            continue;
+        }
+        let node = graph.node(origin.node);
+        let NodeKind::Op(op) = origin.enode.kind else {
+            continue;
+        };
+        let info = eg.analysis.ops.get(op);
+        let name = match node.name.as_deref() {
+            Some(n) if !n.is_empty() => format!("node '{n}'"),
+            _ => match node.outputs.iter().flatten().next() {
+                Some(&v) => format!("the node computing '{}'", graph.value(v).name),
+                None => "an unnamed node".to_string(),
+            },
+        };
+        let at_target = onnx_schema::registry()
+            .lookup(&info.domain, &info.op_type, target)
+            .map(|s| format!("opset {target} has version {}", s.since_version))
+            .unwrap_or_else(|| format!("opset {target} has no {}", info.op_type));
+        out.push(format!(
+            "{name} ({}, version {}; {at_target})",
+            info.op_type, info.since_version
+        ));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The IR version of a model converted to default-domain opset `target`: the one released with
+/// that opset when converting down (a runtime pinned to the opset reads that IR), at least it
+/// when converting up. Model-local functions are not converted yet: a model with functions is
+/// refused unless the opset stays the same.
+fn ir_version_at(
+    model: &Model,
+    opsets: &BTreeMap<String, i64>,
+    target: i64,
+) -> Result<Option<i64>, EGraphError> {
+    let source = opsets.get("").copied().unwrap_or(target);
+    if source != target && !model.functions.is_empty() {
+        return Err(EGraphError::Unsupported(format!(
+            "converting a model with model-local functions (opset {source} to {target}): their bodies would keep opset {source}"
+        )));
+    }
+    let Some(min) = onnx_schema::registry().min_ir_version_for_opset(target) else {
+        return Err(EGraphError::Unsupported(format!(
+            "opset {target} of the default domain is unknown to this build"
+        )));
+    };
+    let current = model.ir_version.unwrap_or(min);
+    Ok(Some(if target < source {
+        current.min(min)
+    } else {
+        current.max(min)
+    }))
 }

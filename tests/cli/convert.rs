@@ -1,0 +1,90 @@
+//! `onnx-opt convert` and `optimize --target-opset`: one step to the target, the IR version that
+//! goes with it, every node that cannot be expressed listed, nothing written on failure.
+
+use std::path::{Path, PathBuf};
+
+use super::{onnx_opt, stderr, stdout};
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/mlp.onnxtxt")
+}
+
+/// Ops whose schema did not change between opsets 7 and 13, an initializer, an IR 7 model.
+const UNCHANGED_OPS: &str = r#"<ir_version: 7, opset_import: ["" : 13]>
+g (float[2, 3] x, bool[2] a) => (float[2, 3] y, bool[2] z) <bool[2] b = {1, 0}> {
+  s = Sin(x)
+  y = Cos(s)
+  z = And(a, b)
+}
+"#;
+
+#[test]
+fn convert_up_sets_the_opset_and_the_ir_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlp18.onnx");
+    let o = onnx_opt(&[&"convert", &example(), &"--opset", &"18", &"-o", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("check: outputs equal on 3 random inputs"));
+    let info = stdout(&onnx_opt(&[&"info", &out]));
+    assert!(info.contains("opsets: ai.onnx 18"), "{info}");
+    assert!(info.contains("ir_version: 8"), "{info}");
+}
+
+#[test]
+fn convert_down_below_ir_4_lists_initializers_as_inputs_and_back_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("m.onnxtxt");
+    std::fs::write(&src, UNCHANGED_OPS).unwrap();
+    let down = dir.path().join("m7.onnx");
+    let o = onnx_opt(&[&"convert", &src, &"--opset", &"7", &"-o", &down]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let info = stdout(&onnx_opt(&[&"info", &down]));
+    assert!(info.contains("opsets: ai.onnx 7"), "{info}");
+    assert!(info.contains("ir_version: 3"), "{info}");
+    let text = stdout(&onnx_opt(&[&"print", &down]));
+    assert!(text.contains("bool[2] b"), "{text}");
+    // IR 3: the initializer is listed among the graph inputs.
+    let inputs = text.split("=>").next().unwrap();
+    assert!(inputs.contains(" b"), "{text}");
+    assert!(onnx_opt(&[&"check", &down]).status.success());
+
+    let up = dir.path().join("m13.onnx");
+    let o = onnx_opt(&[&"convert", &down, &"--opset", &"13", &"-o", &up]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let info = stdout(&onnx_opt(&[&"info", &up]));
+    assert!(info.contains("opsets: ai.onnx 13"), "{info}");
+    assert!(info.contains("ir_version: 7"), "{info}");
+}
+
+#[test]
+fn nodes_without_an_equivalent_at_the_target_are_all_listed_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlp13.onnx");
+    let o = onnx_opt(&[&"convert", &example(), &"--opset", &"13", &"-o", &out]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("cannot express 4 node(s) at opset 13"),
+        "{err}"
+    );
+    for line in [
+        "the node computing 'fc1' (Add, version 14; opset 13 has version 13)",
+        "the node computing 'relu' (Relu, version 14; opset 13 has version 13)",
+    ] {
+        assert!(err.contains(line), "{err}");
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn optimize_can_land_at_a_target_opset() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlp18.onnx");
+    let o = onnx_opt(&[&example(), &"-o", &out, &"--target-opset", &"18"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let info = stdout(&onnx_opt(&[&"info", &out]));
+    assert!(
+        info.contains("opsets: ai.onnx 18") && info.contains("Gemm"),
+        "{info}"
+    );
+}
