@@ -59,6 +59,12 @@ pub enum VerifyError {
         /// Why.
         source: Box<onnx_ref::RefError>,
     },
+    /// The interpreter panicked running the original model (a bug in the interpreter).
+    #[error("trial {trial}: the interpreter panicked running the original model")]
+    Panic {
+        /// The trial.
+        trial: usize,
+    },
     #[error("trial {trial}: the models have different outputs: {left:?} vs {right:?}")]
     /// The models' output names differ.
     Outputs {
@@ -97,12 +103,19 @@ pub fn compare_models(
             .into_iter()
             .map(|(name, v)| (name, index_safe(v)))
             .collect::<Vec<_>>();
-        let ra = a.run(inputs.clone()).map_err(|e| VerifyError::Run {
+        // The two models run side by side, one thread each.
+        let (ra, rb) = std::thread::scope(|scope| {
+            let original = scope.spawn(|| a.run(inputs.clone()));
+            let rb = b.run(inputs.clone());
+            let ra = original.join().map_err(|_| VerifyError::Panic { trial })?;
+            Ok::<_, VerifyError>((ra, rb))
+        })?;
+        let ra = ra.map_err(|e| VerifyError::Run {
             which: "original",
             trial,
             source: Box::new(e),
         })?;
-        let rb = b.run(inputs).map_err(|e| VerifyError::Run {
+        let rb = rb.map_err(|e| VerifyError::Run {
             which: "optimized",
             trial,
             source: Box::new(e),
