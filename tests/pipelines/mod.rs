@@ -56,3 +56,29 @@ fn example_model() {
     let text = snapshot(&Optimizer::new(), &model).unwrap();
     insta::assert_snapshot!("default__example_mlp", text);
 }
+
+/// A Conv shared by a BatchNormalization and another consumer is not emitted twice (with two
+/// weight copies) just because the BatchNormalization folds into a Conv of its own.
+#[test]
+fn a_shared_conv_is_not_duplicated() {
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pipelines/models/shared_conv_bn.onnxtxt");
+    for pipeline in ["default", "aggressive"] {
+        let optimizer = Optimizer::new().pipeline(Pipeline::builtin(pipeline).unwrap());
+        let out = optimizer
+            .optimize(&onnx_opt::load(&model).unwrap())
+            .unwrap();
+        assert_eq!(out.report.ops_after.get("Conv"), Some(&1), "{pipeline}");
+        assert_eq!(
+            out.report
+                .egraph
+                .main
+                .phases
+                .iter()
+                .map(|p| p.firings.get("fold_bn_into_conv").copied().unwrap_or(0))
+                .sum::<usize>(),
+            1,
+            "{pipeline}: the rule fired, extraction declined it"
+        );
+    }
+}

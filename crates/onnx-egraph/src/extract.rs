@@ -238,18 +238,149 @@ pub fn extract_dag(
     let Some(root_best) = best.get(&root) else {
         return Err(crate::EGraphError::NoExtraction);
     };
-    let cost = root_best.total;
-    let mut choice = BTreeMap::new();
-    let mut stack = vec![root];
-    while let Some(c) = stack.pop() {
-        if choice.contains_key(&c) {
+    let _ = root_best;
+    let mut choice: BTreeMap<Id, ONode> = BTreeMap::new();
+    let Some(mut cost) = selection_cost(
+        egraph,
+        root,
+        model,
+        &best,
+        &BTreeMap::new(),
+        None,
+        Some(&mut choice),
+    ) else {
+        return Err(crate::EGraphError::Internal(
+            "the greedy extraction is cyclic".into(),
+        ));
+    };
+    share_better(egraph, root, model, &best, &mut choice, &mut cost);
+    Ok(Selection { choice, cost })
+}
+
+/// Walks the selection from `root` (`over` first, then the choices in `choice`, then the greedy
+/// `best` for classes without one) and returns its DAG cost (each class paid once), or `None`
+/// when it has a cycle. With `out`, also returns the choices of exactly the reachable classes.
+fn selection_cost(
+    egraph: &OnnxEGraph,
+    root: Id,
+    model: &dyn CostModel,
+    best: &BTreeMap<Id, Best>,
+    choice: &BTreeMap<Id, ONode>,
+    over: Option<(Id, &ONode)>,
+    mut out: Option<&mut BTreeMap<Id, ONode>>,
+) -> Option<f64> {
+    // Iterative DFS with colours: 1 = on the stack, 2 = done.
+    let slots = egraph
+        .classes()
+        .map(|c| usize::from(c.id))
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let mut colour = vec![0u8; slots];
+    let mut cost = 0.0;
+    let mut stack: Vec<(Id, bool)> = vec![(root, false)];
+    while let Some((c, leaving)) = stack.pop() {
+        let ci = usize::from(c);
+        if leaving {
+            colour[ci] = 2;
             continue;
         }
-        let node = best[&c].node.clone();
-        for &k in node.children() {
-            stack.push(egraph.find(k));
+        match colour[ci] {
+            2 => continue,
+            1 => return None,
+            _ => {}
         }
-        choice.insert(c, node);
+        let node = match over {
+            Some((oc, n)) if oc == c => n,
+            _ => match choice.get(&c) {
+                Some(n) => n,
+                None => &best.get(&c)?.node,
+            },
+        };
+        colour[ci] = 1;
+        stack.push((c, true));
+        cost += model.node_cost(egraph, c, node);
+        for &k in node.children() {
+            let k = egraph.find(k);
+            match colour[usize::from(k)] {
+                1 => return None,
+                0 => stack.push((k, false)),
+                _ => {}
+            }
+        }
+        if let Some(out) = out.as_deref_mut() {
+            out.insert(c, node.clone());
+        }
     }
-    Ok(Selection { choice, cost })
+    Some(cost)
+}
+
+/// A greedy DAG extraction pays a shared subterm once only inside one choice's subtree, so it
+/// may pick, for one consumer, a node that recomputes what another consumer already needs (a
+/// Conv folded with its BatchNormalization beside the original Conv that a Relu still reads:
+/// two Convs and two weight copies). This pass tries, for every selected class, each other
+/// node whose greedy subtree reaches a class already selected, and keeps a switch when the whole
+/// selection's DAG cost drops; it repeats while something improves (a few rounds at most).
+fn share_better(
+    egraph: &OnnxEGraph,
+    root: Id,
+    model: &dyn CostModel,
+    best: &BTreeMap<Id, Best>,
+    choice: &mut BTreeMap<Id, ONode>,
+    cost: &mut f64,
+) {
+    const MAX_ROUNDS: usize = 4;
+    const MAX_TRIALS: usize = 20_000;
+    let mut trials = 0;
+    for _ in 0..MAX_ROUNDS {
+        let mut improved = false;
+        let selected: Vec<Id> = choice.keys().copied().collect();
+        for c in selected {
+            let Some(current) = choice.get(&c).cloned() else {
+                continue; // no longer reachable after an earlier switch
+            };
+            for node in &egraph[c].nodes {
+                if *node == current || !model.node_cost(egraph, c, node).is_finite() {
+                    continue;
+                }
+                let kids: Vec<Id> = node.children().iter().map(|&k| egraph.find(k)).collect();
+                if !kids
+                    .iter()
+                    .all(|k| choice.contains_key(k) || best.contains_key(k))
+                {
+                    continue;
+                }
+                // Only a node that reaches something already selected can share it.
+                let shares = kids.iter().any(|k| {
+                    choice.contains_key(k)
+                        || best
+                            .get(k)
+                            .is_some_and(|b| b.set.iter().any(|(id, _)| choice.contains_key(id)))
+                });
+                if !shares {
+                    continue;
+                }
+                trials += 1;
+                if trials > MAX_TRIALS {
+                    return;
+                }
+                let over = Some((c, node));
+                let t = selection_cost(egraph, root, model, best, choice, over, None);
+                if t.is_some_and(|t| t < *cost - 1e-9) {
+                    let mut next = BTreeMap::new();
+                    let t =
+                        selection_cost(egraph, root, model, best, choice, over, Some(&mut next));
+                    if let Some(t) = t {
+                        *choice = next;
+                        *cost = t;
+                        improved = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if !improved {
+            return;
+        }
+    }
 }
