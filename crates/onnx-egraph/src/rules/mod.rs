@@ -249,7 +249,7 @@ pub(crate) fn search(ctx: &SearchCtx<'_>, rule: &Rule, limit: usize) -> Vec<Rule
 /// The rule's guard, and the implicit guard of bare-variable right sides: the variable's
 /// type must be known equal to the matched value's.
 pub(crate) fn guard_holds(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, roots: &[Id]) -> bool {
-    for (i, &t) in rule.rhs.iter().enumerate() {
+    for (i, &t) in rule.rhs_terms().iter().enumerate() {
         if let Term::Var(v) = rule.term(t) {
             if let Some(Some(Bound::Class(c))) = env.get(v.0 as usize) {
                 if !known_same_type(ctx.eg, *c, roots[i]) {
@@ -325,7 +325,7 @@ pub(crate) fn apply(
         roots: &m.roots,
     };
     let mut built = Vec::new();
-    for &t in &rule.rhs {
+    for &t in rule.rhs_terms() {
         match b.term(t) {
             Ok(Some(id)) => built.push(id),
             Ok(None) => return Applied::NotBuilt("the right side is absent".into()),
