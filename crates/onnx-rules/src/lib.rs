@@ -4,6 +4,8 @@
 //!
 //! [`parse_rules`] reads one file and either returns every rule checked, or every error of the
 //! file at once, each with `file:line:col` and a caret excerpt.
+//! [`parse_extern_rule`] checks the left side and clauses of a rule whose right side is built in
+//! Rust (`=> extern`, [`ir::Rhs::Extern`]; onnx-egraph's `RuleSet::add_rust_rule` runs it).
 //!
 //! ```
 //! use onnx_rules::{parse_rules, CheckOptions, ir::Precision};
