@@ -1,4 +1,5 @@
-//! The rule prover (`onnx-opt rules check`): for each rule, each epoch of its opset window and
+//! The rule prover (`onnx-opt rules check`, [`prove_rule`]; [`prove_rule_set`] for a whole
+//! [`RuleSet`], rules written in Rust included): for each rule, each epoch of its opset window and
 //! a sample of the element types its ops allow, it generates instances of the left side,
 //! keeps those where the rule fires at the root, and checks in the reference interpreter that
 //! the right side the engine built computes the same values (by the rule's precision tag).
@@ -310,6 +311,11 @@ impl<'a> Ctx<'a> {
         let mut set = RuleSet::new();
         set.add_rule(rule.clone());
         set.guards = guards.clone();
+        Self::with_set(rule, set)
+    }
+
+    /// `set` holds the rule alone (with its Rust guard and applier when it has them).
+    fn with_set(rule: &'a Rule, mut set: RuleSet) -> Self {
         set.float_unsafe = true;
         Ctx {
             rule,
@@ -483,10 +489,61 @@ fn print(m: &ModelProto) -> String {
     onnx_text::print_model(m, &onnx_text::PrintOptions::default())
 }
 
-/// Proves one rule. `guards` are the Rust guards its text may call.
+/// Proves one rule written in the rule language. `guards` are the Rust guards its text may
+/// call. A rule whose right side is built in Rust (`=> extern`) fails here: its applier lives
+/// in a [`RuleSet`], so prove it with [`prove_rule_set`].
 pub fn prove_rule(rule: &Rule, guards: &GuardRegistry, opts: &ProveOptions) -> RuleVerdict {
+    if rule.is_extern() {
+        return RuleVerdict {
+            rule: rule.name.clone(),
+            checks: Vec::new(),
+            failure: Some(ProveFailure {
+                opset: rule.window.min,
+                seed: opts.seed,
+                instance: String::new(),
+                detail: "the right side is built in Rust: prove the rule with `prove_rule_set` on the RuleSet that holds its applier".into(),
+            }),
+            seconds: 0.0,
+        };
+    }
+    prove_in(&Ctx::new(rule, guards), opts)
+}
+
+/// Proves every rule of a set, in order: rules written in the rule language as
+/// [`prove_rule`] does, and rules written in Rust alike. Instances come from the left side,
+/// the text `where` and the `hint`s; each is saturated with that rule alone (its Rust guard
+/// and applier included) and both sides are compared in the reference interpreter. The set's
+/// Rust guards are callable from the rules' text; `float_unsafe` is ignored (every rule is
+/// proven).
+///
+/// ```
+/// use std::sync::Arc;
+/// use onnx_egraph::{RuleSet, RustRhs};
+/// use onnx_opt::prove::{prove_rule_set, ProveOptions};
+///
+/// // Neg(Neg(x)) == x, its right side built in Rust.
+/// let rule = onnx_rules::parse_extern_rule("neg_neg", "Neg(Neg(x))", "exact", &Default::default())
+///     .unwrap();
+/// let mut set = RuleSet::new();
+/// set.add_rust_rule(rule, None, Arc::new(|rhs: &mut RustRhs<'_>| Ok(rhs.var("x"))))
+///     .unwrap();
+/// let opts = ProveOptions { instances: 2, ..Default::default() };
+/// let verdicts = prove_rule_set(&set, &opts);
+/// assert!(verdicts[0].passed(&opts), "{}", onnx_opt::prove::render_verdicts(&verdicts, &opts));
+/// ```
+pub fn prove_rule_set(set: &RuleSet, opts: &ProveOptions) -> Vec<RuleVerdict> {
+    set.rules()
+        .filter_map(|rule| {
+            let single = set.only(&rule.name)?;
+            Some(prove_in(&Ctx::with_set(rule, single), opts))
+        })
+        .collect()
+}
+
+/// Proves the rule of a context.
+fn prove_in(ctx: &Ctx<'_>, opts: &ProveOptions) -> RuleVerdict {
+    let rule = ctx.rule;
     let start = Instant::now();
-    let ctx = Ctx::new(rule, guards);
     let mut checks = Vec::new();
     let mut failure = None;
     'epochs: for opset in epoch_opsets(rule) {
@@ -503,14 +560,14 @@ pub fn prove_rule(rule: &Rule, guards: &GuardRegistry, opts: &ProveOptions) -> R
                 let seed = instance_seed(opts.seed, &rule.name, opset, d, check.attempts);
                 check.attempts += 1;
                 let choices = choices_for(seed);
-                match evaluate(&ctx, opset, d, &choices) {
+                match evaluate(ctx, opset, d, &choices) {
                     Eval::Rejected(why) => *misses.entry(short(&why)).or_insert(0) += 1,
                     Eval::NotFired => {
                         *misses.entry("did not fire at the root".into()).or_insert(0) += 1
                     }
                     Eval::Passed => check.fired += 1,
                     Eval::Failed(f) => {
-                        let f = shrink(&ctx, opset, d, choices, f);
+                        let f = shrink(ctx, opset, d, choices, f);
                         failure = Some(report(opset, seed, d, &f));
                         check.top_miss = top(misses);
                         checks.push(check);

@@ -3,6 +3,9 @@
 //! (unsafe ones included), the rule must have fired without any refused union, the result must
 //! compute the same as the original in the reference interpreter, and the printed result is an
 //! insta snapshot (`tests/rule_cases/snapshots/`), so a change to any rule shows as a diff.
+//! [`rust_rules`]: the proof of rules written in Rust.
+
+mod rust_rules;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

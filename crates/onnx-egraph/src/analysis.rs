@@ -76,7 +76,7 @@ pub struct TypeConflict {
 }
 
 /// The analysis state shared by all classes: the interned tables and folding settings.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct OnnxAnalysis {
     pub ops: OpTable,
     pub attrs: AttrTable,

@@ -6,6 +6,8 @@
 //!   interpreter's kernels (`fold`).
 //! - [`lift`]: IR graph -> e-graph. [`extract`]: DAG-aware greedy extraction under a cost model.
 //!   [`emit`]: selection -> IR graph. [`saturate`]: rule phases with limits.
+//! - [`rules`]: rules of the DSL in the e-graph, and rules whose left side is text and whose
+//!   guard and right side are Rust closures ([`RuleSet::add_rust_rule`]).
 //! - [`optimize_model`]: the whole path for a model.
 
 pub mod analysis;
@@ -29,7 +31,10 @@ pub use build::{AttrArg, OpBuilder, Roles};
 pub use extract::{extract_dag, legal_at, AtOpset, CostModel, Latency, NodeCount, Selection};
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use pipeline::{optimize_model, CostKind, GraphReport, OptimizeOptions, OptimizeReport};
-pub use rules::{explain_rule, GuardCtx, GuardRegistry, RuleSet, SiteReport, SiteVerdict, Val};
+pub use rules::{
+    explain_rule, GuardCtx, GuardRegistry, RuleSet, RustApplier, RustGuard, RustMatch, RustOp,
+    RustRhs, SiteReport, SiteVerdict, Val,
+};
 pub use saturate::{Phase, PhaseReport, PhaseStop};
 
 /// Errors of the e-graph layer.
@@ -66,6 +71,9 @@ pub enum EGraphError {
     UnknownRule(String),
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// A rule given to `RuleSet::add_rust_rule` that cannot take a Rust right side.
+    #[error("rust rule '{rule}': {message}")]
+    RustRule { rule: String, message: String },
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -1,6 +1,7 @@
 //! Saturation in phases: each phase runs its rule group (DSL rules of a [`RuleSet`] and raw egg
 //! rewrites, the escape hatch) with iteration, node and time limits; the report says which limit
-//! (or saturation) ended it, with e-graph sizes, time, firings per rule and refused unions.
+//! (or saturation) ended it, with e-graph sizes, time, firings per rule and refused unions
+//! (rules written in Rust are counted alike, and their declined matches too).
 //!
 //! The loop is egg's (search every rule on the clean e-graph, then apply, then rebuild), written
 //! here so that DSL rules can refuse unsound unions, count their firings, and so that the rule
@@ -79,6 +80,8 @@ pub struct PhaseReport {
     /// Matches whose right side could not be built (an attribute value out of range, a
     /// literal whose type cannot be told), per rule: the rule matched but did nothing.
     pub not_built: BTreeMap<String, usize>,
+    /// Matches a Rust applier declined (returned `Ok(None)`), per rule.
+    pub declined: BTreeMap<String, usize>,
 }
 
 /// Runs the phases in order on the e-graph, returning it with one report per phase.
@@ -103,6 +106,7 @@ pub fn saturate(
             firings: BTreeMap::new(),
             refusals: Vec::new(),
             not_built: BTreeMap::new(),
+            declined: BTreeMap::new(),
         };
         if !active.is_empty() || !phase.rewrites.is_empty() {
             report.stop = run_phase(&mut egraph, phase, &active, opset, uses, start, &mut report)?;
@@ -118,7 +122,7 @@ pub fn saturate(
 fn run_phase(
     egraph: &mut OnnxEGraph,
     phase: &Phase,
-    active: &[Arc<onnx_rules::ir::Rule>],
+    active: &[crate::rules::RuleEntry],
     opset: i64,
     uses: &[(egg::Id, usize)],
     start: Instant,
@@ -154,16 +158,20 @@ fn run_phase(
         let nodes_before = egraph.total_number_of_nodes();
         let mut changed = false;
         egraph.analysis.rules_this_iteration.clear();
-        for (ri, (rule, matches)) in active.iter().zip(&dsl_matches).enumerate() {
+        for (ri, (entry, matches)) in active.iter().zip(&dsl_matches).enumerate() {
+            let rule = &entry.rule;
             egraph.analysis.current_rule = Some(rule.name.clone());
             let mut fired = 0usize;
             for m in matches {
                 if !applied.insert((ri, m.key(egraph))) {
                     continue;
                 }
-                match crate::rules::apply(egraph, rule, m, opset, &use_map, &phase.rules.guards) {
+                match crate::rules::apply(egraph, entry, m, opset, &use_map, &phase.rules.guards) {
                     Applied::Changed => fired += 1,
                     Applied::Unchanged => {}
+                    Applied::Declined => {
+                        *report.declined.entry(rule.name.clone()).or_insert(0) += 1;
+                    }
                     Applied::NotBuilt(_) => {
                         *report.not_built.entry(rule.name.clone()).or_insert(0) += 1;
                     }

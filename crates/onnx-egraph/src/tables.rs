@@ -43,7 +43,7 @@ pub struct OpInfo {
 }
 
 /// Interned operator descriptions, indexed by (domain, op_type) for the rule matcher.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct OpTable {
     ops: IndexSet<OpInfo>,
     by_type: BTreeMap<(String, String), Vec<OpId>>,
@@ -122,7 +122,7 @@ impl Hash for AttrValue {
 }
 
 /// Interned attribute values.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct AttrTable {
     attrs: IndexSet<AttrValue>,
 }
@@ -147,7 +147,7 @@ pub struct ConstEntry {
 }
 
 /// Content-addressed constant tensors: identical content gets one [`ConstId`].
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ConstStore {
     entries: Vec<ConstEntry>,
     by_hash: HashMap<u64, Vec<ConstId>>,

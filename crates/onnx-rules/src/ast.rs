@@ -29,7 +29,11 @@ pub struct RuleDef {
     pub tags: Vec<Tag>,
     /// One root, or several in `(L1, L2)`.
     pub lhs: Vec<Pattern>,
+    /// Empty when the right side is `extern`.
     pub rhs: Vec<Term>,
+    /// `=> extern`: the right side is built in Rust (where the keyword is written; for a rule
+    /// parsed by `parse_extern_rule`, the whole left side).
+    pub extern_rhs: Option<Span>,
     /// `let` and `where` clauses in source order.
     pub clauses: Vec<Clause>,
 }

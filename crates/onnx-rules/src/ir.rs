@@ -109,8 +109,9 @@ pub struct Rule {
     /// The left side's roots. One root for most rules; several when the rule matches several
     /// values at once (each root's class is unioned with the matching right side).
     pub lhs: Vec<PatId>,
-    /// The right side, one per root of the left side.
-    pub rhs: Vec<TermId>,
+    /// The right side: terms of the DSL, one per root of the left side, or `extern` (built
+    /// by a Rust applier registered with the rule).
+    pub rhs: Rhs,
     /// `let` bindings of the right side, in order: `(variable, term)`.
     pub lets: Vec<(VarId, TermId)>,
     /// The guard (`where`), a boolean expression; `None` is true.
@@ -120,7 +121,29 @@ pub struct Rule {
     pub hints: Vec<ExprId>,
 }
 
+/// The right side of a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rhs {
+    /// Written in the DSL: one term per root of the left side.
+    Terms(Vec<TermId>),
+    /// `=> extern`: built by Rust code registered with the rule (onnx-egraph's
+    /// `RuleSet::add_rust_rule`). Such a rule has exactly one left root, no `let`, and no
+    /// terms: [`Rule::terms`] is empty.
+    Extern,
+}
+
 impl Rule {
+    /// The right side's terms, one per left root (empty for an `extern` right side).
+    pub fn rhs_terms(&self) -> &[TermId] {
+        match &self.rhs {
+            Rhs::Terms(t) => t,
+            Rhs::Extern => &[],
+        }
+    }
+    /// Whether the right side is written in Rust (`=> extern`).
+    pub fn is_extern(&self) -> bool {
+        self.rhs == Rhs::Extern
+    }
     pub fn pat(&self, id: PatId) -> &Pat {
         &self.pats[id.0 as usize].0
     }

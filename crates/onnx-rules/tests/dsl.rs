@@ -29,12 +29,18 @@ fn rule_files(folder: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Options shared by the tests: one guard registered from Rust, one name taken by another file.
-fn options() -> CheckOptions {
+/// Options shared by the tests: one guard registered from Rust, one name taken by another file;
+/// pass files may have `=> extern` right sides, fail files may not.
+fn options_extern(allow_extern: bool) -> CheckOptions {
     CheckOptions {
         extra_guards: vec![GuardSig::new("is_nchw", vec![Ty::Value], Ty::Bool)],
         taken_names: ["taken_elsewhere".to_string()].into_iter().collect(),
+        allow_extern,
     }
+}
+
+fn options() -> CheckOptions {
+    options_extern(false)
 }
 
 fn window(w: OpsetWindow) -> String {
@@ -97,6 +103,9 @@ fn summary(file: &RuleFile) -> String {
         if !r.hints.is_empty() {
             writeln!(out, "  hints: {}", r.hints.len()).unwrap();
         }
+        if r.is_extern() {
+            writeln!(out, "  rhs: extern").unwrap();
+        }
     }
     out
 }
@@ -107,7 +116,7 @@ fn pass() {
     assert!(!files.is_empty());
     for (stem, source) in files {
         let path = format!("tests/pass/{stem}.rules");
-        match parse_rules(&path, &source, &options()) {
+        match parse_rules(&path, &source, &options_extern(true)) {
             Ok(file) => insta::assert_snapshot!(format!("pass_{stem}"), summary(&file)),
             Err(err) => panic!("{path} should check:\n{err}"),
         }
@@ -125,6 +134,59 @@ fn fail() {
             Err(err) => insta::assert_snapshot!(format!("fail_{stem}"), err.to_string()),
         }
     }
+}
+
+/// Rules registered from Rust: the left side and clauses checked like a file's, errors
+/// labelled `rust rule NAME` with carets in the caller's own text.
+#[test]
+fn extern_rules_from_rust() {
+    use onnx_rules::parse_extern_rule;
+    let rule = parse_extern_rule(
+        "add_zero",
+        "# Add(x, 0) == x\nAdd(x, 0)\n  where is_float(x)\n  hint rank(x) == 2",
+        "exact, fusion, opset 7..",
+        &options(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(rule.is_extern());
+    assert!(rule.rhs_terms().is_empty() && rule.terms.is_empty());
+    assert_eq!(rule.doc, "Add(x, 0) == x");
+    assert_eq!(rule.tags.precision, Precision::Exact);
+    assert_eq!(rule.tags.labels, ["fusion"]);
+    assert_eq!(rule.window, OpsetWindow { min: 7, max: None });
+    assert!(rule.guard.is_some() && rule.hints.len() == 1);
+
+    let check = |name: &str, text: &str, tags: &str| {
+        parse_extern_rule(name, text, tags, &options())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let errors = [
+        (
+            "unknown op and attribute",
+            check(
+                "fuse",
+                "Add(Relux(x), LeakyRelu<beta: b>(y))\n  where b > 0.1",
+                "",
+            ),
+        ),
+        (
+            "guard type error",
+            check("g", "Relu(x) where rank(x) && true", ""),
+        ),
+        ("syntax error", check("s", "Relu(x) => Neg(x)", "")),
+        ("a let", check("l", "Relu(x) let k = Neg(x)", "")),
+        ("two roots", check("two", "(Relu(x), Neg(x))", "")),
+        ("bad tags", check("t", "Relu(x)", "exact, tol -1")),
+        ("taken name", check("taken_elsewhere", "Relu(x)", "")),
+        ("bad name", check("no spaces", "Relu(x)", "")),
+    ];
+    let mut out = String::new();
+    for (what, e) in errors {
+        writeln!(out, "== {what}\n{e}").unwrap();
+    }
+    insta::assert_snapshot!("extern_rules_from_rust", out);
 }
 
 /// Inputs that once could have hurt a parser: none may panic or overflow the stack.

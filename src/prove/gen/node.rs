@@ -267,13 +267,21 @@ impl Gen<'_> {
                 return self.reject("roots that are not distinct node outputs");
             }
         }
-        // Name the outputs y, y2, ...
+        // Name the outputs y, y2, ... (with `_` appended while another value has the name: a
+        // rule's variable `y` names a graph input).
+        let others: BTreeSet<String> = (0..self.values.len())
+            .filter(|k| !roots.contains(k))
+            .map(|k| self.values[k].name.clone())
+            .collect();
         for (n, &r) in roots.iter().enumerate() {
-            let new = if n == 0 {
+            let mut new = if n == 0 {
                 "y".to_string()
             } else {
                 format!("y{}", n + 1)
             };
+            while others.contains(&new) {
+                new.push('_');
+            }
             let old = std::mem::replace(&mut self.values[r].name, new.clone());
             for node in &mut self.nodes {
                 for s in node.input.iter_mut().chain(node.output.iter_mut()) {

@@ -248,13 +248,6 @@ impl RhsBuilder<'_> {
                 }
             }
         }
-        // Literals take the element type of a sibling with the same type parameter.
-        let type_str = |s: usize| -> Option<String> {
-            let f = schema
-                .inputs
-                .get(s.min(schema.inputs.len().checked_sub(1)?))?;
-            Some(f.type_str.clone())
-        };
         let mut resolved: BTreeMap<usize, Option<Id>> = BTreeMap::new();
         let mut literals = Vec::new();
         for (s, p) in slot_values {
@@ -266,27 +259,7 @@ impl RhsBuilder<'_> {
             }
         }
         for (s, v) in literals {
-            let ts = type_str(s).ok_or("literal in a slot the op does not have")?;
-            let dtype =
-                if let Some(inner) = ts.strip_prefix("tensor(").and_then(|x| x.strip_suffix(')')) {
-                    onnx_schema::element_type_from_name(inner).map(|d| d as i32)
-                } else {
-                    resolved.iter().find_map(|(&o, id)| {
-                        let id = (*id)?;
-                        if type_str(o).as_deref() != Some(ts.as_str()) {
-                            return None;
-                        }
-                        let ty = self.eg[id].data.ty.as_ref()?;
-                        onnx_schema::infer::elem_type_of(ty).filter(|&e| e != 0)
-                    })
-                }
-                .ok_or_else(|| {
-                    format!("cannot tell the element type of a literal input of {op_type}")
-                })?;
-            let t = to_tensor(&v, dtype)
-                .ok_or_else(|| format!("literal {v:?} does not fit its type"))?;
-            let k = self.eg.analysis.consts.intern(t);
-            let id = self.eg.add(ONode::leaf(NodeKind::Const(k)));
+            let id = literal_input(self.eg, schema, s, &v, &resolved)?;
             resolved.insert(s, Some(id));
         }
         for (s, id) in resolved {
@@ -310,6 +283,42 @@ impl RhsBuilder<'_> {
             (Some(i), false) => Err(format!("output {i} of a single-output {op_type}")),
         }
     }
+}
+
+/// A constant for a literal given in input `slot` of an op: its element type is the slot's
+/// when the schema fixes it, else the one of an input already given for the same type
+/// parameter (`Add(x, 1)`: `1` in `x`'s type).
+pub(crate) fn literal_input(
+    eg: &mut OnnxEGraph,
+    schema: &onnx_schema::OpSchema,
+    slot: usize,
+    v: &Val,
+    given: &BTreeMap<usize, Option<Id>>,
+) -> Result<Id, String> {
+    let op_type = &schema.name;
+    let type_str = |s: usize| -> Option<String> {
+        let f = schema
+            .inputs
+            .get(s.min(schema.inputs.len().checked_sub(1)?))?;
+        Some(f.type_str.clone())
+    };
+    let ts = type_str(slot).ok_or("literal in a slot the op does not have")?;
+    let dtype = if let Some(inner) = ts.strip_prefix("tensor(").and_then(|x| x.strip_suffix(')')) {
+        onnx_schema::element_type_from_name(inner).map(|d| d as i32)
+    } else {
+        given.iter().find_map(|(&o, id)| {
+            let id = (*id)?;
+            if type_str(o).as_deref() != Some(ts.as_str()) {
+                return None;
+            }
+            let ty = eg[id].data.ty.as_ref()?;
+            onnx_schema::infer::elem_type_of(ty).filter(|&e| e != 0)
+        })
+    }
+    .ok_or_else(|| format!("cannot tell the element type of a literal input of {op_type}"))?;
+    let t = to_tensor(v, dtype).ok_or_else(|| format!("literal {v:?} does not fit its type"))?;
+    let k = eg.analysis.consts.intern(t);
+    Ok(eg.add(ONode::leaf(NodeKind::Const(k))))
 }
 
 /// Why a union was refused, or `None` when it is sound to make.

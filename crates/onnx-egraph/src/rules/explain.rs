@@ -2,7 +2,8 @@
 //! the whole rule set (so the e-graph is the one optimization sees); then at every class where
 //! the rule's root op occurs, the matcher runs with tracing: the verdict is that it fired, or the
 //! deepest pattern node that failed and why, or the first conjunct of the guard that was false
-//! or unknown.
+//! or unknown. For a rule written in Rust, then its Rust guard, and its applier run on a copy
+//! of the e-graph: declined, failed (a refusal) or fired.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use crate::saturate::{saturate, Phase};
 use crate::EGraphError;
 
 use super::matcher::{Env, Matcher};
-use super::{candidates, guard_holds, RuleSet, SearchCtx, Val};
+use super::{
+    candidates, guard_holds, rust_guard, Applied, RuleEntry, RuleMatch, RuleSet, SearchCtx, Val,
+};
 
 /// What happened at one site.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -29,7 +32,9 @@ pub enum SiteVerdict {
         reason: String,
     },
     /// The guard's conjunct at this line and column was false, or unknown (an unknown rank,
-    /// shape or value fails a guard).
+    /// shape or value fails a guard). For the Rust guard of a rule written in Rust, the line
+    /// and column are the rule's and `value` is `false (the Rust guard)` or
+    /// `unknown (the Rust guard)`.
     GuardFailed {
         line: usize,
         col: usize,
@@ -38,7 +43,9 @@ pub enum SiteVerdict {
     /// Matched, guard true, but the implicit type guard of a bare-variable right side failed.
     TypeUnknownOrDifferent,
     /// Matched and the guard held, but the engine refused the union (the right side has a
-    /// different type or constant): the rule is unsound here.
+    /// different type or constant): the rule is unsound here. For a rule written in Rust, also
+    /// an applier that failed (`the Rust applier failed: ...`) or declined the match
+    /// (`declined by the Rust applier`).
     Refused(String),
 }
 
@@ -56,11 +63,11 @@ pub fn explain_rule(
     rules: Arc<RuleSet>,
     name: &str,
 ) -> Result<Vec<SiteReport>, EGraphError> {
-    let rule = rules
-        .rules()
-        .find(|r| r.name == name)
+    let entry = rules
+        .entry(name)
         .cloned()
         .ok_or_else(|| EGraphError::UnknownRule(name.to_string()))?;
+    let rule: &Rule = &entry.rule;
     let lifted = crate::lift::lift_model(model, FoldOptions::default())?;
     let opset = lifted.egraph.analysis.opsets.get("").copied().unwrap_or(0);
     let uses = lifted.uses.clone();
@@ -81,14 +88,14 @@ pub fn explain_rule(
     if !rule.window.contains(opset) {
         return Ok(out);
     }
-    let depth = pattern_depths(&rule);
+    let depth = pattern_depths(rule);
     let Some(&root) = rule.lhs.first() else {
         return Ok(out);
     };
-    for c in candidates(&egraph, &rule, root) {
+    for c in candidates(&egraph, rule, root) {
         let m = Matcher {
             eg: &egraph,
-            rule: &rule,
+            rule,
             opset,
             ac: rule.tags.precision != Precision::Exact,
             trace: Some(Default::default()),
@@ -124,14 +131,57 @@ pub fn explain_rule(
                     reason: "no match".into(),
                 },
             }
-        } else if envs.iter().any(|e| guard_holds(&ctx, &rule, e, &[c])) {
-            SiteVerdict::Fired
         } else {
-            guard_failure(&ctx, &rule, &envs[0], c)
+            let held: Vec<&Env> = envs
+                .iter()
+                .filter(|e| guard_holds(&ctx, rule, e, &[c]))
+                .collect();
+            match held.first() {
+                None => guard_failure(&ctx, rule, &envs[0], c),
+                Some(_) if entry.rust.is_none() => SiteVerdict::Fired,
+                Some(first) => rust_verdict(&ctx, &entry, &held, first, c),
+            }
         };
         out.push(SiteReport { site, verdict });
     }
     Ok(out)
+}
+
+/// The verdict of a Rust rule at a site whose text guard holds (for the bindings `held`): its
+/// Rust guard is false or unknown, or its applier (run on a copy of the e-graph) declines,
+/// fails, builds a refused union, or fires.
+fn rust_verdict(
+    ctx: &SearchCtx<'_>,
+    entry: &RuleEntry,
+    held: &[&Env],
+    first: &Env,
+    root: egg::Id,
+) -> SiteVerdict {
+    let rule: &Rule = &entry.rule;
+    let Some(env) = held
+        .iter()
+        .find(|e| rust_guard(ctx, entry, e, &[root]) == Some(true))
+    else {
+        let value = match rust_guard(ctx, entry, first, &[root]) {
+            Some(false) => "false (the Rust guard)",
+            _ => "unknown (the Rust guard)",
+        };
+        return SiteVerdict::GuardFailed {
+            line: rule.span.line,
+            col: rule.span.col,
+            value: value.to_string(),
+        };
+    };
+    let mut copy = ctx.eg.clone();
+    let m = RuleMatch {
+        roots: vec![root],
+        env: (*env).clone(),
+    };
+    match super::apply(&mut copy, entry, &m, ctx.opset, ctx.uses, ctx.guards) {
+        Applied::Changed | Applied::Unchanged => SiteVerdict::Fired,
+        Applied::Declined => SiteVerdict::Refused("declined by the Rust applier".into()),
+        Applied::Refused(reason) | Applied::NotBuilt(reason) => SiteVerdict::Refused(reason),
+    }
 }
 
 /// The first conjunct of the guard that is not true.

@@ -1,6 +1,7 @@
 //! Rules in the e-graph: checked rules of onnx-rules (the DSL's IR) run against the e-graph.
 //! `matcher` finds bindings of a rule's left side, `eval` evaluates its guard, `apply`
-//! builds the right side with the op builder and unions it through the refusal check.
+//! builds the right side with the op builder and unions it through the refusal check. [`rust`]
+//! holds rules whose guard and right side are Rust closures (their left side is rule text).
 //!
 //! A rule applies at the model's default-domain opset when its window contains it; its ops bind
 //! the schema versions of that opset (or of their `@` range).
@@ -9,6 +10,7 @@ mod apply;
 mod eval;
 mod explain;
 mod matcher;
+mod rust;
 mod value;
 
 use std::collections::BTreeMap;
@@ -19,43 +21,155 @@ use onnx_rules::ir::{OpHead, Pat, PatId, Precision, Rule, RuleFile, Term};
 
 use crate::analysis::OnnxEGraph;
 use crate::lang::NodeKind;
+use crate::EGraphError;
 
 pub use eval::{GuardCtx, GuardFn, GuardRegistry};
 pub use explain::{explain_rule, SiteReport, SiteVerdict};
 pub use matcher::Bound;
+pub use rust::{RustApplier, RustGuard, RustMatch, RustOp, RustRhs};
 pub use value::Val;
 
 use matcher::{Env, Matcher};
 
-/// A set of checked rules and the Rust guards they call.
-#[derive(Debug, Clone, Default)]
+/// A set of checked rules (text rules, and rules whose guard and right side are Rust
+/// closures) and the Rust guards their text calls. Cloning is cheap (rules and closures are
+/// shared).
+///
+/// # Example
+///
+/// A rule whose left side is text and whose right side is built in Rust:
+///
+/// ```
+/// use std::sync::Arc;
+/// use onnx_egraph::{RuleSet, RustRhs};
+///
+/// let rule = onnx_rules::parse_extern_rule(
+///     "sub_self",
+///     "# Sub(x, x) == Mul(x, 0) for finite x\nSub(x, x) where is_float(x)",
+///     "unsafe",
+///     &Default::default(),
+/// )
+/// .unwrap();
+/// let mut set = RuleSet::new();
+/// set.add_rust_rule(
+///     rule,
+///     None,
+///     Arc::new(|rhs: &mut RustRhs<'_>| {
+///         let x = rhs.var("x").ok_or("x is bound")?;
+///         let zero = rhs.scalar_like(x, 0.0)?;
+///         rhs.op("Mul").input(x).input(zero).build().map(Some)
+///     }),
+/// )
+/// .unwrap();
+/// assert!(set.is_rust_rule("sub_self"));
+/// assert_eq!(format!("{set:?}"), r#"RuleSet { rules: ["sub_self (rust)"], guards: [], float_unsafe: false }"#);
+/// ```
+#[derive(Clone, Default)]
 pub struct RuleSet {
-    rules: Vec<Arc<Rule>>,
+    rules: Vec<RuleEntry>,
     /// Guards written in Rust, callable by name from rule text.
     pub guards: GuardRegistry,
     /// Run rules tagged `unsafe` too.
     pub float_unsafe: bool,
 }
 
+/// A rule of a set, with its Rust guard and applier when it has them.
+#[derive(Clone)]
+pub(crate) struct RuleEntry {
+    pub rule: Arc<Rule>,
+    pub rust: Option<rust::RustParts>,
+}
+
+impl std::fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self
+            .rules
+            .iter()
+            .map(|e| match e.rust {
+                Some(_) => format!("{} (rust)", e.rule.name),
+                None => e.rule.name.clone(),
+            })
+            .collect();
+        f.debug_struct("RuleSet")
+            .field("rules", &names)
+            .field("guards", &self.guards)
+            .field("float_unsafe", &self.float_unsafe)
+            .finish()
+    }
+}
+
 impl RuleSet {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Adds every rule of a checked file.
+    /// Adds every rule of a checked file. A rule with an `extern` right side (a file checked
+    /// with `allow_extern`) needs its Rust applier: add it with [`Self::add_rust_rule`]
+    /// instead; added here, its matches are counted as not built and change nothing.
     pub fn add_file(&mut self, file: RuleFile) {
-        self.rules.extend(file.rules.into_iter().map(Arc::new));
+        for rule in file.rules {
+            self.add_rule(rule);
+        }
     }
-    /// Adds one checked rule.
+    /// Adds one checked rule (see [`Self::add_file`] for `extern` right sides).
     pub fn add_rule(&mut self, rule: Rule) {
-        self.rules.push(Arc::new(rule));
+        self.rules.push(RuleEntry {
+            rule: Arc::new(rule),
+            rust: None,
+        });
     }
-    /// Keeps only the rules for which `keep` is true.
+    /// Keeps only the rules for which `keep` is true (text and Rust rules).
     pub fn retain(&mut self, mut keep: impl FnMut(&Rule) -> bool) {
-        self.rules.retain(|r| keep(r));
+        self.rules.retain(|r| keep(&r.rule));
     }
-    /// The rules, in the order added.
+    /// Adds a rule whose right side is built in Rust: `rule` has an `extern` right side (from
+    /// `onnx_rules::parse_extern_rule`, or a file checked with `allow_extern`) and one left
+    /// root. Where its left side matches and its text `where` holds, `guard` (if any) decides,
+    /// then `applier` builds the value that replaces the matched root. Fails when the rule's
+    /// right side is written in the rule language or it has several roots.
+    pub fn add_rust_rule(
+        &mut self,
+        rule: Rule,
+        guard: Option<RustGuard>,
+        applier: RustApplier,
+    ) -> Result<(), EGraphError> {
+        let message = if !rule.is_extern() {
+            Some("its right side is written in the rule language, not `extern`")
+        } else if rule.lhs.len() != 1 {
+            Some("a rule whose right side is built in Rust has exactly one left root")
+        } else {
+            None
+        };
+        if let Some(m) = message {
+            return Err(EGraphError::RustRule {
+                rule: rule.name.clone(),
+                message: m.to_string(),
+            });
+        }
+        self.rules.push(RuleEntry {
+            rule: Arc::new(rule),
+            rust: Some(rust::RustParts { guard, applier }),
+        });
+        Ok(())
+    }
+    /// The rules, in the order added (text and Rust rules).
     pub fn rules(&self) -> impl Iterator<Item = &Rule> {
-        self.rules.iter().map(|r| r.as_ref())
+        self.rules.iter().map(|r| r.rule.as_ref())
+    }
+    /// Whether rule `name` has its right side built in Rust.
+    pub fn is_rust_rule(&self, name: &str) -> bool {
+        self.rules
+            .iter()
+            .any(|e| e.rule.name == name && e.rust.is_some())
+    }
+    /// A set holding only rule `name` (with its Rust parts), the same Rust guards and the same
+    /// `float_unsafe`; `None` when there is no such rule.
+    pub fn only(&self, name: &str) -> Option<RuleSet> {
+        let entry = self.rules.iter().find(|e| e.rule.name == name)?;
+        Some(RuleSet {
+            rules: vec![entry.clone()],
+            guards: self.guards.clone(),
+            float_unsafe: self.float_unsafe,
+        })
     }
     pub fn len(&self) -> usize {
         self.rules.len()
@@ -64,12 +178,19 @@ impl RuleSet {
         self.rules.is_empty()
     }
     /// The rules that run at a default-domain opset.
-    pub(crate) fn active(&self, opset: i64) -> Vec<Arc<Rule>> {
+    pub(crate) fn active(&self, opset: i64) -> Vec<RuleEntry> {
         self.rules
             .iter()
-            .filter(|r| r.window.contains(opset) && (self.float_unsafe || !r.tags.float_unsafe))
+            .filter(|e| {
+                let r = &e.rule;
+                r.window.contains(opset) && (self.float_unsafe || !r.tags.float_unsafe)
+            })
             .cloned()
             .collect()
+    }
+    /// The entry of rule `name`.
+    pub(crate) fn entry(&self, name: &str) -> Option<&RuleEntry> {
+        self.rules.iter().find(|e| e.rule.name == name)
     }
 }
 
@@ -203,8 +324,9 @@ impl<'a> SearchCtx<'a> {
     }
 }
 
-/// The bindings of a rule in the e-graph whose guard holds (at most `limit`).
-pub(crate) fn search(ctx: &SearchCtx<'_>, rule: &Rule, limit: usize) -> Vec<RuleMatch> {
+/// The bindings of a rule in the e-graph whose guard (text, then Rust) holds (at most `limit`).
+pub(crate) fn search(ctx: &SearchCtx<'_>, entry: &RuleEntry, limit: usize) -> Vec<RuleMatch> {
+    let rule: &Rule = &entry.rule;
     let m = Matcher {
         eg: ctx.eg,
         rule,
@@ -239,7 +361,9 @@ pub(crate) fn search(ctx: &SearchCtx<'_>, rule: &Rule, limit: usize) -> Vec<Rule
             partial = next;
         }
         for (roots, env) in partial {
-            if guard_holds(ctx, rule, &env, &roots) {
+            if guard_holds(ctx, rule, &env, &roots)
+                && rust_guard(ctx, entry, &env, &roots) == Some(true)
+            {
                 out.push(RuleMatch { roots, env });
                 if out.len() >= limit {
                     return out;
@@ -253,7 +377,7 @@ pub(crate) fn search(ctx: &SearchCtx<'_>, rule: &Rule, limit: usize) -> Vec<Rule
 /// The rule's guard, and the implicit guard of bare-variable right sides: the variable's
 /// type must be known equal to the matched value's.
 pub(crate) fn guard_holds(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, roots: &[Id]) -> bool {
-    for (i, &t) in rule.rhs.iter().enumerate() {
+    for (i, &t) in rule.rhs_terms().iter().enumerate() {
         if let Term::Var(v) = rule.term(t) {
             if let Some(Some(Bound::Class(c))) = env.get(v.0 as usize) {
                 if !known_same_type(ctx.eg, *c, roots[i]) {
@@ -266,6 +390,27 @@ pub(crate) fn guard_holds(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, roots: &[
         return true;
     };
     ctx.evaluator(rule, env, roots).eval(g) == Some(Val::Bool(true))
+}
+
+/// The Rust guard of a rule: `Some(true)` when it has none; a guard that panics is unknown.
+pub(crate) fn rust_guard(
+    ctx: &SearchCtx<'_>,
+    entry: &RuleEntry,
+    env: &Env,
+    roots: &[Id],
+) -> Option<bool> {
+    let Some(guard) = entry.rust.as_ref().and_then(|r| r.guard.as_ref()) else {
+        return Some(true);
+    };
+    let view = RustMatch {
+        egraph: ctx.eg,
+        rule: &entry.rule,
+        env,
+        root: *roots.first()?,
+        opset: ctx.opset,
+        uses: ctx.uses,
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guard(&view))).unwrap_or(None)
 }
 
 /// Same element type and a shape known equal (dims equal by value or by name).
@@ -302,40 +447,57 @@ pub(crate) enum Applied {
     Changed,
     /// The right side was already equal to the left.
     Unchanged,
-    /// The union was refused (different types or constants).
+    /// The union was refused (different types or constants), or a Rust applier failed.
     Refused(String),
     /// The right side could not be built for this match (e.g. an attribute value out of
     /// range); nothing changed.
     NotBuilt(String),
+    /// A Rust applier declined the match (`Ok(None)`); nothing changed.
+    Declined,
 }
 
 /// Builds the right side of a match and unions it with the matched classes.
 pub(crate) fn apply(
     eg: &mut OnnxEGraph,
-    rule: &Rule,
+    entry: &RuleEntry,
     m: &RuleMatch,
     opset: i64,
     uses: &BTreeMap<Id, usize>,
     guards: &GuardRegistry,
 ) -> Applied {
-    let mut b = apply::RhsBuilder {
-        eg,
-        rule,
-        env: &m.env,
-        opset,
-        guards,
-        uses,
-        lets: BTreeMap::new(),
-        roots: &m.roots,
-    };
-    let mut built = Vec::new();
-    for &t in &rule.rhs {
-        match b.term(t) {
-            Ok(Some(id)) => built.push(id),
-            Ok(None) => return Applied::NotBuilt("the right side is absent".into()),
-            Err(e) => return Applied::NotBuilt(e),
+    let rule: &Rule = &entry.rule;
+    let built = match &entry.rust {
+        Some(parts) => match apply_rust(eg, rule, &parts.applier, m, opset, uses) {
+            Ok(id) => vec![id],
+            Err(done) => return done,
+        },
+        None if rule.is_extern() => {
+            return Applied::NotBuilt(
+                "the right side is `extern` and no Rust applier is registered for it".into(),
+            )
         }
-    }
+        None => {
+            let mut b = apply::RhsBuilder {
+                eg,
+                rule,
+                env: &m.env,
+                opset,
+                guards,
+                uses,
+                lets: BTreeMap::new(),
+                roots: &m.roots,
+            };
+            let mut built = Vec::new();
+            for &t in rule.rhs_terms() {
+                match b.term(t) {
+                    Ok(Some(id)) => built.push(id),
+                    Ok(None) => return Applied::NotBuilt("the right side is absent".into()),
+                    Err(e) => return Applied::NotBuilt(e),
+                }
+            }
+            built
+        }
+    };
     for (&root, &id) in m.roots.iter().zip(&built) {
         if let Some(reason) = apply::refusal_reason(eg, root, id) {
             return Applied::Refused(reason);
@@ -349,5 +511,52 @@ pub(crate) fn apply(
         Applied::Changed
     } else {
         Applied::Unchanged
+    }
+}
+
+/// Runs a Rust applier on a match: the class it built, or what became of the match instead
+/// (declined; failed or panicked, reported as a refusal).
+fn apply_rust(
+    eg: &mut OnnxEGraph,
+    rule: &Rule,
+    applier: &RustApplier,
+    m: &RuleMatch,
+    opset: i64,
+    uses: &BTreeMap<Id, usize>,
+) -> Result<Id, Applied> {
+    let Some(&root) = m.roots.first() else {
+        return Err(Applied::NotBuilt("the match has no root".into()));
+    };
+    let mut rhs = RustRhs {
+        egraph: eg,
+        rule,
+        env: &m.env,
+        root,
+        opset,
+        uses,
+    };
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| applier(&mut rhs)));
+    match run {
+        Ok(Ok(Some(id))) => {
+            // An id the applier made up (not a class of this e-graph) is refused.
+            let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eg.find(id)));
+            found.map_err(|_| {
+                Applied::Refused(format!("the Rust applier returned {id}, not a class"))
+            })
+        }
+        Ok(Ok(None)) => Err(Applied::Declined),
+        Ok(Err(message)) => Err(Applied::Refused(format!(
+            "the Rust applier failed: {message}"
+        ))),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(Applied::Refused(format!(
+                "the Rust applier panicked: {message}"
+            )))
+        }
     }
 }

@@ -162,6 +162,19 @@ fn comment_text<'a>(lines: impl Iterator<Item = &'a str>) -> String {
 
 fn check_rule(def: &ast::RuleDef, options: &CheckOptions, diags: &mut Vec<Diagnostic>) -> Rule {
     let (tags, tag_window) = check_tags(&def.tags, diags);
+    check_rule_tagged(def, tags, tag_window, options, diags)
+}
+
+/// Checks a rule whose tags are already checked (a rule registered from Rust gets its tags
+/// apart from its text).
+pub(crate) fn check_rule_tagged(
+    def: &ast::RuleDef,
+    tags: Tags,
+    tag_window: OpsetWindow,
+    options: &CheckOptions,
+    diags: &mut Vec<Diagnostic>,
+) -> Rule {
+    check_extern(def, options, diags);
     let lowered = vars::lower_rule(def, diags);
     let res = resolve::resolve(&lowered, tag_window, diags);
     let expr_types = types::expr_types(&lowered, &res, options, diags);
@@ -174,7 +187,38 @@ fn check_rule(def: &ast::RuleDef, options: &CheckOptions, diags: &mut Vec<Diagno
     rule
 }
 
-fn check_tags(tags: &[ast::Tag], diags: &mut Vec<Diagnostic>) -> (Tags, OpsetWindow) {
+/// What a rule with an `extern` right side may not have: `extern` in a file that does not
+/// allow it, several left roots, `let` clauses.
+fn check_extern(def: &ast::RuleDef, options: &CheckOptions, diags: &mut Vec<Diagnostic>) {
+    let Some(span) = def.extern_rhs else {
+        return;
+    };
+    if !options.allow_extern {
+        diags.push(
+            Diagnostic::new(
+                span,
+                "the right side must be written: `extern` marks a right side built in Rust, which this file cannot provide",
+            )
+            .with_note("write the right side here, or register the rule from Rust (`RuleSet::add_rust_rule`, rules/README.md)"),
+        );
+    }
+    if let Some(second) = def.lhs.get(1) {
+        diags.push(Diagnostic::new(
+            second.span(),
+            "a rule whose right side is built in Rust has exactly one left root",
+        ));
+    }
+    for clause in &def.clauses {
+        if let ast::Clause::Let { name, .. } = clause {
+            diags.push(Diagnostic::new(
+                name.span,
+                "a `let` is part of a right side in the rule language: a rule whose right side is built in Rust has none",
+            ));
+        }
+    }
+}
+
+pub(crate) fn check_tags(tags: &[ast::Tag], diags: &mut Vec<Diagnostic>) -> (Tags, OpsetWindow) {
     let mut out = Tags::default();
     let mut window = OpsetWindow { min: 1, max: None };
     let mut precision_tag: Option<Span> = None;

@@ -593,7 +593,7 @@ pub(crate) fn check_sides(lw: &Lowered, res: &Resolved, diags: &mut Vec<Diagnost
             vars: BTreeMap::new(),
         };
         sides.constrain_vars();
-        for (l, r) in lw.rule.lhs.iter().zip(&lw.rule.rhs) {
+        for (l, r) in lw.rule.lhs.iter().zip(lw.rule.rhs_terms()) {
             let (Some(lt), Some(rt)) = (sides.pat_types(*l, 0), sides.term_types(*r, 0, 0)) else {
                 continue;
             };

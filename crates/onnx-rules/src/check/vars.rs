@@ -29,7 +29,7 @@ pub(crate) fn lower_rule(def: &ast::RuleDef, diags: &mut Vec<Diagnostic>) -> Low
                 terms: Vec::new(),
                 exprs: Vec::new(),
                 lhs: Vec::new(),
-                rhs: Vec::new(),
+                rhs: Rhs::Terms(Vec::new()),
                 lets: Vec::new(),
                 guard: None,
                 hints: Vec::new(),
@@ -98,11 +98,14 @@ impl Lower<'_> {
                 self.declare_let(name, i);
             }
         }
-        for t in &def.rhs {
-            let id = self.term(t, true);
-            self.out.rule.rhs.push(id);
+        if def.extern_rhs.is_some() {
+            // Built in Rust: no terms (check_rule reports what an extern rule may not have).
+            self.out.rule.rhs = Rhs::Extern;
+        } else {
+            let terms: Vec<TermId> = def.rhs.iter().map(|t| self.term(t, true)).collect();
+            self.out.rule.rhs = Rhs::Terms(terms);
         }
-        if def.lhs.len() != def.rhs.len() {
+        if def.extern_rhs.is_none() && def.lhs.len() != def.rhs.len() {
             let span = def.rhs.first().map_or(def.span, |t| t.span());
             self.error(
                 span,

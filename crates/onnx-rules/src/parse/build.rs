@@ -61,59 +61,107 @@ impl<'s> Builder<'s> {
         let mut it = pair.into_inner();
         let keyword = self.span(&it.next()?);
         let name = self.ident(&it.next()?);
-        let mut tags = Vec::new();
-        let mut lhs = Vec::new();
-        let mut rhs = Vec::new();
-        let mut clauses = Vec::new();
+        let mut def = RuleDef {
+            span,
+            keyword,
+            name,
+            tags: Vec::new(),
+            lhs: Vec::new(),
+            rhs: Vec::new(),
+            extern_rhs: None,
+            clauses: Vec::new(),
+        };
         for p in it {
             match p.as_rule() {
                 Rule::tags => {
                     for t in p.into_inner() {
-                        tags.push(self.tag(t)?);
+                        let tag = self.tag(t)?;
+                        def.tags.push(tag);
                     }
                 }
-                Rule::lhs => {
-                    for q in p.into_inner() {
-                        lhs.push(self.pattern(q)?);
-                    }
-                }
-                Rule::rhs => {
-                    for q in p.into_inner() {
-                        rhs.push(self.term(q)?);
-                    }
-                }
-                Rule::let_def => {
-                    let mut inner = p.into_inner();
-                    let _kw = inner.next()?;
-                    let name = self.ident(&inner.next()?);
-                    let term = self.term(inner.next()?)?;
-                    clauses.push(Clause::Let { name, term });
-                }
-                Rule::where_def => {
-                    let span = self.span(&p);
-                    let mut inner = p.into_inner();
-                    let _kw = inner.next()?;
-                    let expr = self.expr(inner.next()?)?;
-                    clauses.push(Clause::Where { expr, span });
-                }
-                Rule::hint_def => {
-                    let mut inner = p.into_inner();
-                    let _kw = inner.next()?;
-                    let expr = self.expr(inner.next()?)?;
-                    clauses.push(Clause::Hint { expr });
-                }
-                _ => return None,
+                _ => self.rule_part(p, &mut def)?,
             }
         }
-        Some(RuleDef {
+        Some(def)
+    }
+
+    /// The left side and clauses of a rule registered from Rust (`extern_rule`): its name and
+    /// tags come from the caller, its right side is `extern`.
+    pub(super) fn extern_def(&mut self, pair: Pair<'_, Rule>, name: &str) -> Option<RuleDef> {
+        let span = self.span(&pair);
+        let start = self.span_at(0, 0);
+        let mut def = RuleDef {
             span,
-            keyword,
-            name,
-            tags,
-            lhs,
-            rhs,
-            clauses,
-        })
+            keyword: start,
+            name: Ident {
+                name: name.to_string(),
+                span: start,
+            },
+            tags: Vec::new(),
+            lhs: Vec::new(),
+            rhs: Vec::new(),
+            extern_rhs: None,
+            clauses: Vec::new(),
+        };
+        for p in pair.into_inner() {
+            if p.as_rule() != Rule::EOI {
+                self.rule_part(p, &mut def)?;
+            }
+        }
+        def.extern_rhs = Some(def.lhs.first().map_or(span, |p| p.span()));
+        Some(def)
+    }
+
+    /// The tags of a `tag_list`.
+    pub(super) fn tag_list(&mut self, pair: Pair<'_, Rule>) -> Option<Vec<Tag>> {
+        pair.into_inner()
+            .filter(|t| t.as_rule() != Rule::EOI)
+            .map(|t| self.tag(t))
+            .collect()
+    }
+
+    /// A side or a clause of a rule.
+    fn rule_part(&mut self, p: Pair<'_, Rule>, def: &mut RuleDef) -> Option<()> {
+        match p.as_rule() {
+            Rule::lhs => {
+                for q in p.into_inner() {
+                    let pat = self.pattern(q)?;
+                    def.lhs.push(pat);
+                }
+            }
+            Rule::rhs => {
+                for q in p.into_inner() {
+                    if q.as_rule() == Rule::rhs_extern {
+                        def.extern_rhs = Some(self.span(&q));
+                    } else {
+                        let term = self.term(q)?;
+                        def.rhs.push(term);
+                    }
+                }
+            }
+            Rule::let_def => {
+                let mut inner = p.into_inner();
+                let _kw = inner.next()?;
+                let name = self.ident(&inner.next()?);
+                let term = self.term(inner.next()?)?;
+                def.clauses.push(Clause::Let { name, term });
+            }
+            Rule::where_def => {
+                let span = self.span(&p);
+                let mut inner = p.into_inner();
+                let _kw = inner.next()?;
+                let expr = self.expr(inner.next()?)?;
+                def.clauses.push(Clause::Where { expr, span });
+            }
+            Rule::hint_def => {
+                let mut inner = p.into_inner();
+                let _kw = inner.next()?;
+                let expr = self.expr(inner.next()?)?;
+                def.clauses.push(Clause::Hint { expr });
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     fn tag(&mut self, pair: Pair<'_, Rule>) -> Option<Tag> {

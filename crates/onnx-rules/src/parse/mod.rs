@@ -10,7 +10,7 @@ mod build;
 use pest::error::{ErrorVariant, InputLocation};
 use pest::Parser as _;
 
-use crate::ast::File;
+use crate::ast::{File, RuleDef, Tag};
 use crate::diag::{Diagnostic, LineIndex};
 
 use build::Builder;
@@ -61,6 +61,58 @@ pub(crate) fn parse_file(source: &str, index: &LineIndex) -> (File, Vec<Diagnost
         diags.append(&mut b.diags);
     }
     (file, diags)
+}
+
+/// Parses the text of a rule registered from Rust: its left side and clauses (`extern_rule`).
+pub(crate) fn parse_extern(
+    source: &str,
+    index: &LineIndex,
+    name: &str,
+) -> (Option<RuleDef>, Vec<Diagnostic>) {
+    pest::set_error_detail(true);
+    let mut b = Builder::new(source, index, 0);
+    if let Some(at) = too_deep(source) {
+        let span = b.span_at(at, at + 1);
+        let d = Diagnostic::new(
+            span,
+            format!("syntax error: brackets nested deeper than {MAX_NESTING} levels"),
+        );
+        return (None, vec![d]);
+    }
+    let def = match RuleParser::parse(Rule::extern_rule, source) {
+        Ok(mut pairs) => {
+            let def = pairs.next().and_then(|p| b.extern_def(p, name));
+            if def.is_none() && b.diags.is_empty() {
+                let span = b.span_at(0, source.len());
+                b.diags.push(Diagnostic::new(
+                    span,
+                    "internal error: the parse tree has an unexpected shape",
+                ));
+            }
+            def
+        }
+        Err(err) => {
+            let d = syntax_error(&b, &err, source);
+            b.diags.push(d);
+            None
+        }
+    };
+    (def, b.diags)
+}
+
+/// Parses a list of tags given from Rust (`exact, opset 13..`).
+pub(crate) fn parse_tags(source: &str, index: &LineIndex) -> (Vec<Tag>, Vec<Diagnostic>) {
+    pest::set_error_detail(true);
+    let mut b = Builder::new(source, index, 0);
+    let tags = match RuleParser::parse(Rule::tag_list, source) {
+        Ok(mut pairs) => pairs.next().and_then(|p| b.tag_list(p)).unwrap_or_default(),
+        Err(err) => {
+            let d = syntax_error(&b, &err, source);
+            b.diags.push(d);
+            Vec::new()
+        }
+    };
+    (tags, b.diags)
 }
 
 /// Whether a source line starts a rule (`rule` at its start, after indentation).
@@ -133,6 +185,9 @@ fn rule_label(rule: Rule) -> &'static str {
     match rule {
         EOI => "end of file",
         file | rule_def | kw_rule => "`rule`",
+        extern_rule => "a rule",
+        rhs_extern => "`extern`",
+        tag_list => "tags",
         rule_name => "a rule name",
         tags => "tags `[...]`",
         tag | tag_tol | tag_opset | tag_word => "a tag",
