@@ -1,6 +1,6 @@
 //! Rules in the e-graph: checked rules of onnx-rules (the DSL's IR) run against the e-graph.
 //! `matcher` finds bindings of a rule's left side, `eval` evaluates its guard, `apply`
-//! builds the right side with the op builder and unions it through the refusal check. [`rust`]
+//! builds the right side with the op builder and unions it through the refusal check. `rust`
 //! holds rules whose guard and right side are Rust closures (their left side is rule text).
 //!
 //! A rule applies at the model's default-domain opset when its window contains it; its ops bind
