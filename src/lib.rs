@@ -53,12 +53,16 @@ pub mod pipeline;
 pub mod prove;
 pub mod rules;
 pub mod run;
+mod rust_rule;
 pub mod testing;
 pub mod verify;
 
 pub use model::{is_text_model, load_proto};
 pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
 pub use pipeline::Pipeline;
+pub use rust_rule::RustRule;
+/// What a Rust rule's guard and right side see and build with.
+pub use onnx_egraph::{RustMatch, RustOp, RustRhs, Val};
 
 /// The e-graph library, for raw rewrites (the escape hatch below the rule language).
 pub use egg;

@@ -133,6 +133,37 @@ impl Optimizer {
         self
     }
 
+    /// Adds a rule written in Rust (its left side is checked when the optimizer runs); it runs
+    /// in every phase.
+    pub fn rust_rule(mut self, rule: crate::RustRule) -> Self {
+        self.extra.rust.push(rule);
+        self
+    }
+
+    /// Proves the rules added to this optimizer (text and Rust; not the built-in ones, which
+    /// `onnx-opt rules check` proves) on random instances in the reference interpreter.
+    pub fn prove_added_rules(
+        &self,
+        options: &crate::prove::ProveOptions,
+    ) -> Result<Vec<crate::prove::RuleVerdict>, Error> {
+        let added = Pipeline {
+            phases: vec![crate::pipeline::PhaseSpec {
+                name: "added".into(),
+                rules: Vec::new(),
+                labels: Vec::new(),
+                iterations: 1,
+                enodes: 1,
+                seconds: 1.0,
+            }],
+            ..self.pipeline.clone()
+        };
+        let phases = added.phases(&self.extra)?;
+        Ok(phases
+            .first()
+            .map(|p| crate::prove::prove_rule_set(&p.rules, options))
+            .unwrap_or_default())
+    }
+
     /// Adds a rule file; it runs in every phase.
     pub fn rules_file(mut self, path: &Path) -> Result<Self, Error> {
         let text = crate::rules::read_rule_file(path)?;

@@ -303,6 +303,7 @@ impl Pipeline {
         sources.extend(extra.texts.iter().cloned());
         let files = crate::rules::parse_all(&sources)?;
         let (phase_files, extra_files) = files.split_at(extra_start);
+        let rust = parse_rust_rules(&extra.rust, &files)?;
         let mut phases = Vec::new();
         for ph in &self.phases {
             let wanted: Vec<Source> = ph.rules.iter().flat_map(|r| self.resolve(r)).collect();
@@ -314,6 +315,10 @@ impl Pipeline {
             }
             for file in extra_files {
                 set.add_file(file.clone());
+            }
+            for (rule, r) in &rust {
+                set.add_rust_rule(rule.clone(), r.guard.clone(), r.applier.clone())
+                    .map_err(|e| Error::Rules(e.to_string()))?;
             }
             set.float_unsafe = extra.float_unsafe;
             let mut phase = Phase::new(&ph.name, Arc::new(set));
@@ -367,12 +372,46 @@ pub struct Extra {
     pub texts: Vec<(String, String)>,
     /// Run rules tagged `unsafe` too.
     pub float_unsafe: bool,
+    /// Rules written in Rust.
+    pub rust: Vec<crate::RustRule>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum Source {
     Builtin(&'static str),
     File(PathBuf),
+}
+
+/// Checks the left sides of Rust rules (names unique across every loaded rule); every error of
+/// every rule is reported at once.
+fn parse_rust_rules<'r>(
+    rules: &'r [crate::RustRule],
+    files: &[RuleFile],
+) -> Result<Vec<(onnx_rules::ir::Rule, &'r crate::RustRule)>, Error> {
+    let mut taken: std::collections::BTreeSet<String> = files
+        .iter()
+        .flat_map(|f| f.rules.iter().map(|r| r.name.clone()))
+        .collect();
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for r in rules {
+        let options = onnx_rules::CheckOptions {
+            taken_names: taken.clone(),
+            ..Default::default()
+        };
+        match onnx_rules::parse_extern_rule(&r.name, &r.pattern, &r.tags, &options) {
+            Ok(rule) => {
+                taken.insert(r.name.clone());
+                out.push((rule, r));
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(Error::Rules(errors.join("\n")))
+    }
 }
 
 fn stem_of(path: &str) -> &str {
