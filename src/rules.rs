@@ -17,6 +17,16 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../rules/cleanup.rules"),
     ),
     ("rules/fusion.rules", include_str!("../rules/fusion.rules")),
+    (
+        "rules/elementwise.rules",
+        include_str!("../rules/elementwise.rules"),
+    ),
+    (
+        "rules/activation.rules",
+        include_str!("../rules/activation.rules"),
+    ),
+    ("rules/conv.rules", include_str!("../rules/conv.rules")),
+    ("rules/shape.rules", include_str!("../rules/shape.rules")),
 ];
 
 /// Which rules to load.
