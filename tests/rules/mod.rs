@@ -141,10 +141,12 @@ fn optimize_text(text: &str) -> (onnx_proto::ModelProto, onnx_proto::ModelProto)
 
 /// How many nodes of `op_type` the model's main graph has.
 fn count_op(model: &onnx_proto::ModelProto, op_type: &str) -> usize {
-    model
-        .graph
-        .as_ref()
-        .map_or(0, |g| g.node.iter().filter(|n| n.op_type.as_deref() == Some(op_type)).count())
+    model.graph.as_ref().map_or(0, |g| {
+        g.node
+            .iter()
+            .filter(|n| n.op_type.as_deref() == Some(op_type))
+            .count()
+    })
 }
 
 /// The guards issue 13 lists as known wrong results of the peers: on each model the rule that
