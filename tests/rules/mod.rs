@@ -149,11 +149,39 @@ fn count_op(model: &onnx_proto::ModelProto, op_type: &str) -> usize {
     })
 }
 
+/// A model on which a rule must not apply: what it shows, the text model, an op and how many
+/// of it the optimized model must still have.
+type GuardCase<'a> = (&'a str, &'a str, &'a str, usize);
+
+/// Optimizes each guard case; the failures: a wrong count of the op, or a changed result.
+fn check_guard_cases(cases: &[GuardCase<'_>]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (what, text, op, count) in cases {
+        let (original, optimized) = optimize_text(text);
+        let after = count_op(&optimized, op);
+        if after != *count {
+            failures.push(format!("{what}: {after} {op} after, {count} wanted"));
+        }
+        match compare_models(
+            &original,
+            &optimized,
+            3,
+            &BTreeMap::from([("N".to_string(), 2), ("M".to_string(), 3)]),
+            Tolerance::default(),
+        ) {
+            Ok(None) => {}
+            Ok(Some(m)) => failures.push(format!("{what}: outputs differ: {m:?}")),
+            Err(e) => failures.push(format!("{what}: {e:#}")),
+        }
+    }
+    failures
+}
+
 /// The guards issue 13 lists as known wrong results of the peers: on each model the rule that
 /// touches it must not apply, so the named op keeps its count, and the result is unchanged.
 #[test]
 fn guards_that_peers_got_wrong() {
-    let cases: &[(&str, &str, &str, usize)] = &[
+    let cases: &[GuardCase<'_>] = &[
         (
             "Pad with value 0 into MaxPool (the pad value must be -inf)",
             r#"<ir_version: 8, opset_import: ["" : 13]>
@@ -293,25 +321,7 @@ g (float[2,3] x) => (float[2,3] y) {
             1,
         ),
     ];
-    let mut failures = Vec::new();
-    for (what, text, op, count) in cases {
-        let (original, optimized) = optimize_text(text);
-        let after = count_op(&optimized, op);
-        if after != *count {
-            failures.push(format!("{what}: {after} {op} after, {count} wanted"));
-        }
-        match compare_models(
-            &original,
-            &optimized,
-            3,
-            &BTreeMap::from([("N".to_string(), 2), ("M".to_string(), 3)]),
-            Tolerance::default(),
-        ) {
-            Ok(None) => {}
-            Ok(Some(m)) => failures.push(format!("{what}: outputs differ: {m:?}")),
-            Err(e) => failures.push(format!("{what}: {e:#}")),
-        }
-    }
+    let mut failures = check_guard_cases(cases);
     // Random ops are never merged: two identical RandomUniformLike nodes stay two.
     let (_, optimized) = optimize_text(
         r#"<ir_version: 8, opset_import: ["" : 13]>
@@ -324,5 +334,84 @@ g (float[2,3] x) => (float[2,3] y) {
     if count_op(&optimized, "RandomUniformLike") != 2 {
         failures.push("two RandomUniformLike nodes were merged".to_string());
     }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The guards of the rules of this library beyond issue 13's list: each model is one the
+/// rule must not touch.
+#[test]
+fn guards_of_the_rule_library() {
+    let cases: &[GuardCase<'_>] = &[
+        (
+            "Pad with a negative (cropping) amount into Conv",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,5,5] x, float[3,2,3,3] w) => (float[1,3,2,3] y) {
+  p = Constant <value = int64[8] {0, 0, -1, 0, 0, 0, 0, 0}> ()
+  t = Pad(x, p)
+  y = Conv(t, w)
+}"#,
+            "Pad",
+            1,
+        ),
+        (
+            "Pad on the channel axis into Conv",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,5,5] x, float[3,2,3,3] w) => (float[1,3,3,3] y) {
+  p = Constant <value = int64[8] {0, 1, 0, 0, 0, 0, 0, 0}> ()
+  t = Pad(x, p)
+  y = Conv(t, w)
+}"#,
+            "Pad",
+            1,
+        ),
+        (
+            "A Mul on the last axis before a Conv",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,3,3] x, float[3,2,3,3] w) => (float[1,3,1,1] y) {
+  s = Constant <value = float[3] {2.0, -0.5, 0.25}> ()
+  m = Mul(x, s)
+  y = Conv(m, w)
+}"#,
+            "Mul",
+            1,
+        ),
+        (
+            "A reduction then an Unsqueeze on another axis",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3] x) => (float[3,1] y) {
+  a = Constant <value = int64[1] {0}> ()
+  u = Constant <value = int64[1] {1}> ()
+  r = ReduceSum <keepdims = 0> (x, a)
+  y = Unsqueeze(r, u)
+}"#,
+            "Unsqueeze",
+            1,
+        ),
+        (
+            "x times a HardSigmoid with the default alpha (not HardSwish)",
+            r#"<ir_version: 8, opset_import: ["" : 14]>
+g (float[2,3] x) => (float[2,3] y) {
+  h = HardSigmoid(x)
+  y = Mul(x, h)
+}"#,
+            "HardSigmoid",
+            1,
+        ),
+        (
+            "Two Clips whose ranges overlap only in part keep the intersection",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3] x) => (float[2,3] y) {
+  a = Constant <value = float {-1.0}> ()
+  b = Constant <value = float {2.0}> ()
+  c = Constant <value = float {1.0}> ()
+  d = Constant <value = float {3.0}> ()
+  t = Clip(x, a, b)
+  y = Clip(t, c, d)
+}"#,
+            "Clip",
+            1,
+        ),
+    ];
+    let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");
 }
