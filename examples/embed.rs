@@ -7,26 +7,28 @@ use onnx_opt::{Optimizer, RustRule};
 
 const MY_RULES: &str = "# My rules.
 
-# -(-x) == x
-rule neg_neg [exact]: Neg(Neg(x)) => x
+# -(a - b) == b - a
+rule neg_sub: Neg(Sub(a, b)) => Sub(b, a)
 ";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let model = args.next().unwrap_or("examples/models/negations.onnxtxt".into());
+    let model = args
+        .next()
+        .unwrap_or("examples/models/negations.onnxtxt".into());
     let out = args.next().unwrap_or("/tmp/negations-opt.onnx".into());
 
-    // x - (-y) == x + y, with the right side built in Rust.
-    let sub_neg = RustRule::new("sub_neg_to_add", "Sub(x, Neg(y))", |rhs| {
-        let (Some(x), Some(y)) = (rhs.var("x"), rhs.var("y")) else {
+    // (-a) * (-b) == a * b, with the right side built in Rust.
+    let neg_times_neg = RustRule::new("neg_times_neg", "Mul(Neg(a), Neg(b))", |rhs| {
+        let (Some(a), Some(b)) = (rhs.var("a"), rhs.var("b")) else {
             return Ok(None);
         };
-        rhs.op("Add").inputs(&[x, y]).build().map(Some)
+        rhs.op("Mul").inputs(&[a, b]).build().map(Some)
     })
     .tags("exact");
     let optimizer = Optimizer::new()
         .rules_text("my.rules", MY_RULES)
-        .rust_rule(sub_neg);
+        .rust_rule(neg_times_neg);
 
     let options = ProveOptions::default();
     let verdicts = optimizer.prove_added_rules(&options)?;

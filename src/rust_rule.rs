@@ -13,18 +13,18 @@ use onnx_egraph::{RustApplier, RustGuard, RustMatch, RustRhs};
 /// ```
 /// use onnx_opt::{Optimizer, RustRule};
 ///
-/// // Sub(x, Neg(y)) == Add(x, y): the right side is built in Rust.
-/// let rule = RustRule::new("sub_neg_to_add", "Sub(x, Neg(y))", |rhs| {
-///     let (x, y) = (rhs.var("x").unwrap(), rhs.var("y").unwrap());
-///     rhs.op("Add").inputs(&[x, y]).build().map(Some)
+/// // (-a) * (-b) == a * b: the right side is built in Rust.
+/// let rule = RustRule::new("neg_times_neg", "Mul(Neg(a), Neg(b))", |rhs| {
+///     let (a, b) = (rhs.var("a").unwrap(), rhs.var("b").unwrap());
+///     rhs.op("Mul").inputs(&[a, b]).build().map(Some)
 /// })
 /// .tags("exact");
 /// let model = onnx_opt::parse_text(
 ///     r#"<ir_version: 8, opset_import: ["" : 13]>
-///        g (float[2] a, float[2] b) => (float[2] y) { n = Neg(b)  y = Sub(a, n) }"#,
+///        g (float[2] a, float[2] b) => (float[2] y) { m = Neg(a)  n = Neg(b)  y = Mul(m, n) }"#,
 /// )?;
 /// let out = Optimizer::new().rust_rule(rule).optimize(&model)?;
-/// assert_eq!(out.report.ops_after.get("Add"), Some(&1));
+/// assert_eq!(out.report.ops_after.get("Mul"), Some(&1));
 /// assert_eq!(out.report.nodes_after, 1);
 /// # Ok::<(), onnx_opt::Error>(())
 /// ```
