@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::support::{run_test_dir, shared_dir, test_dirs};
+use crate::support::{run_test_dir, test_dirs};
 
 const SUITES: [&str; 4] = ["node", "simple", "pytorch-converted", "pytorch-operator"];
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifest.txt");
@@ -90,7 +90,7 @@ fn read_manifest() -> (Vec<String>, BTreeMap<String, String>) {
 
 #[test]
 fn backend_suite_matches_manifest() {
-    let root = shared_dir().join("onnx-backend");
+    let root = onnx_testdata::require_shared!().join("onnx-backend");
     let mut results: BTreeMap<String, Result<(), String>> = BTreeMap::new();
     let start = std::time::Instant::now();
     let filter: Option<Vec<String>> = std::env::var("ONNX_OPT_CONFORMANCE_FILTER")
