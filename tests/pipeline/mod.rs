@@ -178,16 +178,22 @@ fn same_type_and_shape(a: &onnx_ref::Value, b: &onnx_ref::Value) -> bool {
     }
 }
 
+/// The interpreter's conformance manifest, an insta snapshot of onnx-ref's conformance test.
+const INTERPRETER_MANIFEST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/crates/onnx-ref/tests/interpreter/snapshots/interpreter__conformance__manifest.snap"
+);
+
 /// Every backend test the interpreter passes (its manifest): the optimized model passes the
 /// checker and still reproduces every test data set at the suite's tolerance.
 #[test]
 fn optimized_backend_models_reproduce_their_test_data() {
     let shared = onnx_testdata::require_shared!();
-    let manifest = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/crates/onnx-ref/tests/manifest.txt"
-    ))
-    .unwrap();
+    let manifest = insta::Snapshot::from_file(std::path::Path::new(INTERPRETER_MANIFEST))
+        .unwrap_or_else(|e| panic!("{INTERPRETER_MANIFEST}: {e}"))
+        .as_text()
+        .map(|text| text.to_string())
+        .unwrap_or_else(|| panic!("{INTERPRETER_MANIFEST}: not a text snapshot"));
     let root = shared.join("onnx-backend");
     let mut failures = Vec::new();
     let mut checked = 0;
