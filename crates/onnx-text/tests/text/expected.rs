@@ -1,6 +1,7 @@
-//! Expected printed text: every `tests/data/<name>.txt` is exactly what the printer writes
-//! for its model (the backend node test `<name>` in the shared data, or `tests/data/<name>.onnx`),
-//! and parses back to that model. The backend cases need the shared data (see onnx-testdata).
+//! Expected printed text: what the printer writes for each case model is the insta snapshot
+//! `snapshots/text__expected__<name>.snap`, and parses back to that model. The cases are the
+//! hand-made models `tests/data/<name>.onnx` and a few backend node tests `<name>` of the shared
+//! data (those need it, see onnx-testdata). `INSTA_UPDATE=always` rewrites the snapshots.
 
 use std::path::{Path, PathBuf};
 
@@ -8,49 +9,48 @@ use onnx_text::{parse_model, print_model, PrintOptions};
 
 use crate::util::same_model;
 
+/// The backend node tests whose printed text is snapshotted.
+const BACKEND_CASES: [&str; 4] = [
+    "test_conv_with_strides_padding",
+    "test_if",
+    "test_loop11",
+    "test_relu",
+];
+
+/// The hand-made models every run must find in `tests/data`.
+const REQUIRED_LOCAL_CASES: [&str; 2] = ["float16_initializer", "local_function"];
+
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
-/// The `tests/data/<name>.txt` files, sorted, as (path, name).
-fn printed_files() -> Vec<(PathBuf, String)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir())
+fn snapshot_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/text/snapshots")
+}
+
+/// The hand-made models `tests/data/<name>.onnx`, sorted, as (name, path).
+fn local_cases() -> Vec<(String, PathBuf)> {
+    let mut cases: Vec<(String, PathBuf)> = std::fs::read_dir(data_dir())
         .unwrap_or_else(|e| panic!("tests/data: {e}"))
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
+        .filter_map(|p| Some((p.file_stem()?.to_string_lossy().into_owned(), p)))
         .collect();
-    files.sort();
-    files
-        .into_iter()
-        .filter_map(|p| {
-            let name = p.file_stem()?.to_string_lossy().into_owned();
-            Some((p, name))
-        })
-        .collect()
+    cases.sort();
+    cases
 }
 
-/// Whether `name`'s model is `tests/data/<name>.onnx` (else it is a backend node test).
-fn is_local(name: &str) -> bool {
-    data_dir().join(format!("{name}.onnx")).is_file()
-}
-
-/// Checks each file against the printed text of its model, and that it parses back to it;
-/// `wanted` must be among them.
-fn check_printed(files: &[(PathBuf, String)], source: impl Fn(&str) -> PathBuf, wanted: &[&str]) {
-    for wanted in wanted {
-        assert!(
-            files.iter().any(|(_, n)| n == wanted),
-            "tests/data/{wanted}.txt is missing"
-        );
-    }
-    for (file, name) in files {
-        let expected = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let model = onnx_proto::load_model(source(name))
+/// Snapshots the printed text of each case's model, and checks that it parses back to it.
+fn check_printed(cases: &[(String, PathBuf)]) {
+    for (name, path) in cases {
+        let model = onnx_proto::load_model(path)
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .model;
         let printed = print_model(&model, &PrintOptions::default());
-        assert_eq!(printed, expected, "{name}: the printer's output changed");
-        let parsed = parse_model(&expected).unwrap_or_else(|e| panic!("{name}: {}", e.render()));
+        insta::with_settings!({ input_file => path, omit_expression => true }, {
+            insta::assert_snapshot!(name.as_str(), printed);
+        });
+        let parsed = parse_model(&printed).unwrap_or_else(|e| panic!("{name}: {}", e.render()));
         assert!(
             same_model(&parsed, &model),
             "{name}: parses back to another model"
@@ -59,38 +59,49 @@ fn check_printed(files: &[(PathBuf, String)], source: impl Fn(&str) -> PathBuf, 
 }
 
 #[test]
-fn printed_files_of_local_models_match_and_parse_back() {
-    let files: Vec<_> = printed_files()
-        .into_iter()
-        .filter(|(_, name)| is_local(name))
-        .collect();
-    check_printed(
-        &files,
-        |name| data_dir().join(format!("{name}.onnx")),
-        &["float16_initializer", "local_function"],
-    );
+fn printed_local_models_match_their_snapshots_and_parse_back() {
+    let cases = local_cases();
+    for wanted in REQUIRED_LOCAL_CASES {
+        assert!(
+            cases.iter().any(|(n, _)| n == wanted),
+            "tests/data/{wanted}.onnx is missing"
+        );
+    }
+    check_printed(&cases);
 }
 
 #[test]
-fn printed_files_of_backend_models_match_and_parse_back() {
+fn printed_backend_models_match_their_snapshots_and_parse_back() {
     let shared = onnx_testdata::require_shared!();
-    let files: Vec<_> = printed_files()
-        .into_iter()
-        .filter(|(_, name)| !is_local(name))
-        .collect();
-    check_printed(
-        &files,
-        |name| {
-            shared
+    let cases: Vec<(String, PathBuf)> = BACKEND_CASES
+        .iter()
+        .map(|name| {
+            let path = shared
                 .join("onnx-backend/node")
                 .join(name)
-                .join("model.onnx")
-        },
-        &[
-            "test_relu",
-            "test_if",
-            "test_loop11",
-            "test_conv_with_strides_padding",
-        ],
+                .join("model.onnx");
+            (name.to_string(), path)
+        })
+        .collect();
+    check_printed(&cases);
+}
+
+#[test]
+fn every_snapshot_belongs_to_a_case() {
+    let local: Vec<String> = local_cases().into_iter().map(|(n, _)| n).collect();
+    let orphans: Vec<String> = std::fs::read_dir(snapshot_dir())
+        .unwrap_or_else(|e| panic!("{}: {e}", snapshot_dir().display()))
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|file| {
+            file.strip_prefix("text__expected__")
+                .and_then(|rest| rest.strip_suffix(".snap"))
+                .is_some_and(|name| {
+                    !local.iter().any(|n| n == name) && !BACKEND_CASES.contains(&name)
+                })
+        })
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "snapshots of no case (neither tests/data/NAME.onnx nor in BACKEND_CASES): {orphans:?}"
     );
 }
