@@ -121,7 +121,9 @@ pub fn missing_message(test: &str, dir: &Path) -> String {
 }
 
 /// Acts on a [`Lookup`] for `test`: the directory, or `None` after writing the skip line to
-/// stderr; panics on [`Lookup::Missing`].
+/// stderr; panics on [`Lookup::Missing`] (at the caller's location, through
+/// [`shared_dir_for`] and [`require_shared!`]: the test's own line).
+#[track_caller]
 pub fn settle(found: Lookup, test: &str) -> Option<PathBuf> {
     // Straight to the stream, not `eprintln!`: the harness captures that for passing tests,
     // and a skip must be visible.
@@ -129,6 +131,7 @@ pub fn settle(found: Lookup, test: &str) -> Option<PathBuf> {
 }
 
 /// [`settle`], writing the skip line to `out`.
+#[track_caller]
 fn settle_to(found: Lookup, test: &str, out: &mut impl Write) -> Option<PathBuf> {
     match found {
         Lookup::Present(dir) => Some(dir),
@@ -143,6 +146,7 @@ fn settle_to(found: Lookup, test: &str, out: &mut impl Write) -> Option<PathBuf>
 /// The shared directory for `test` (a name for the skip line and the panic message), from the
 /// process environment: `None` after the skip line when it is absent; panics when it is absent
 /// and `ONNX_OPT_REQUIRE_SHARED=1`.
+#[track_caller]
 pub fn shared_dir_for(test: &str) -> Option<PathBuf> {
     let shared = std::env::var_os(SHARED_VAR);
     let require = std::env::var_os(REQUIRE_VAR);
@@ -154,6 +158,7 @@ pub fn shared_dir_for(test: &str) -> Option<PathBuf> {
 
 /// [`shared_dir_for`] naming the current thread (the test harness names each test's thread
 /// after the test). In a test function, prefer [`require_shared!`].
+#[track_caller]
 pub fn shared_dir() -> Option<PathBuf> {
     let thread = std::thread::current();
     shared_dir_for(thread.name().unwrap_or("an unnamed test"))
