@@ -1,21 +1,8 @@
-//! Integration tests of onnx-opt: one binary, one module per area.
+//! Integration tests of onnx-opt: one binary, one module per area. The tests that read the
+//! shared test data (`../shared`, or `ONNX_OPT_SHARED`) find it with
+//! `onnx_testdata::require_shared!`, which skips them when it is absent.
 
 mod cli;
 mod pipeline;
 mod pipelines;
 mod rules;
-
-use std::path::PathBuf;
-
-/// The shared test data (`../shared`, or `ONNX_OPT_SHARED`).
-pub fn shared() -> PathBuf {
-    let dir = std::env::var_os("ONNX_OPT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
-    assert!(
-        dir.join("models").is_dir(),
-        "test data not found at {}: set ONNX_OPT_SHARED",
-        dir.display()
-    );
-    dir
-}

@@ -8,8 +8,6 @@ mod rules;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::shared;
-
 fn onnx_opt(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_onnx-opt"));
     for a in args {
@@ -28,7 +26,8 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn info_summarizes_a_model() {
-    let m = shared().join("models/bert-tiny-opset13/model.onnx");
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("models/bert-tiny-opset13/model.onnx");
     let o = onnx_opt(&[&"info", &m]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -75,8 +74,9 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn check_accepts_dev_models() {
+    let shared = onnx_testdata::require_shared!();
     for name in ["resnet18-opset13", "light_squeezenet", "bert-tiny-opset17"] {
-        let m = shared().join("models").join(name).join("model.onnx");
+        let m = shared.join("models").join(name).join("model.onnx");
         let o = onnx_opt(&[&"check", &m]);
         assert!(o.status.success(), "{name}: {}", stderr(&o));
     }
@@ -84,8 +84,9 @@ fn check_accepts_dev_models() {
 
 #[test]
 fn optimize_writes_a_checked_model_and_a_report() {
+    let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
-    let m = shared().join("models/squeezenet1_0-opset13/model.onnx");
+    let m = shared.join("models/squeezenet1_0-opset13/model.onnx");
     let out = dir.path().join("opt.onnx");
     let report = dir.path().join("report.json");
     // The short form `onnx-opt MODEL -o OUT` is `optimize`.
@@ -114,7 +115,8 @@ fn optimize_writes_a_checked_model_and_a_report() {
 
 #[test]
 fn print_writes_text_that_parses_back_to_the_model() {
-    let m = shared().join("onnx-backend/node/test_relu/model.onnx");
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("onnx-backend/node/test_relu/model.onnx");
     let o = onnx_opt(&[&"print", &m]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
@@ -126,8 +128,9 @@ fn print_writes_text_that_parses_back_to_the_model() {
 
 #[test]
 fn copy_is_byte_identical_and_externalizes_on_request() {
+    let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
-    let m = shared().join("models/squeezenet1_0-opset13/model.onnx");
+    let m = shared.join("models/squeezenet1_0-opset13/model.onnx");
     let out = dir.path().join("copy.onnx");
     let o = onnx_opt(&[&"copy", &m, &"-o", &out]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -149,8 +152,9 @@ fn copy_is_byte_identical_and_externalizes_on_request() {
 
 #[test]
 fn run_reproduces_test_data_and_writes_outputs() {
+    let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
-    let case = shared().join("onnx-backend/node/test_add_bcast");
+    let case = shared.join("onnx-backend/node/test_add_bcast");
     let m = case.join("model.onnx");
     let data = case.join("test_data_set_0");
     let x = format!("x={}", data.join("input_0.pb").display());
@@ -197,7 +201,8 @@ fn run_reproduces_test_data_and_writes_outputs() {
 /// `run --profile` prints one row per operator type with its node runs summed over repeats.
 #[test]
 fn run_profile_lists_each_op_type() {
-    let m = shared().join("models/squeezenet1_0-opset13/model.onnx");
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("models/squeezenet1_0-opset13/model.onnx");
     let o = onnx_opt(&[
         &"run",
         &m,

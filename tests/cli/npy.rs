@@ -8,7 +8,6 @@ use onnx_opt::run::npy::parse_npy;
 use onnx_ref::{DType, Tensor};
 
 use super::{onnx_opt, stderr, stdout};
-use crate::shared;
 
 /// A `.npy` file of format `version` whose header is the dict literal `dict`, padded as numpy
 /// pads it (the data starts at a multiple of 64).
@@ -265,8 +264,9 @@ fn input_arg(dir: &Path, input: &str, name: &str, bytes: &[u8]) -> String {
 
 #[test]
 fn run_reads_npy_inputs_in_any_layout() {
+    let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
-    let case = shared().join("onnx-backend/node/test_add_bcast");
+    let case = shared.join("onnx-backend/node/test_add_bcast");
     let m = case.join("model.onnx");
     let data = case.join("test_data_set_0");
     let read = |f: &str| {
@@ -324,8 +324,9 @@ fn run_reads_npy_inputs_in_any_layout() {
 
 #[test]
 fn run_refuses_bad_npy_inputs_naming_file_input_and_descr() {
+    let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
-    let m = shared().join("onnx-backend/node/test_add_bcast/model.onnx");
+    let m = shared.join("onnx-backend/node/test_add_bcast/model.onnx");
     let y = input_arg(
         dir.path(),
         "y",

@@ -45,11 +45,12 @@ fn rules_check_proves_a_good_file_and_fails_a_wrong_rule_with_its_instance() {
 
 #[test]
 fn a_bad_rule_file_is_refused_with_file_line_and_column_and_nothing_is_written() {
+    let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.rules");
     std::fs::write(&bad, "# bad\n\n# x\nrule r:\n  Relux(x) => x\n").unwrap();
     let out = dir.path().join("out.onnx");
-    let model = crate::shared().join("models/squeezenet1_0-opset13/model.onnx");
+    let model = shared.join("models/squeezenet1_0-opset13/model.onnx");
     let o = onnx_opt(&[&"optimize", &model, &"-o", &out, &"--rules", &bad]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use onnx_opt::optimize::load_ir;
 use onnx_opt::verify::{compare_models, Tolerance};
 
-use crate::shared;
-
-fn dev_models() -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(shared().join("models"))
+/// The development models' `model.onnx` under `shared`, sorted.
+fn dev_models(shared: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(shared.join("models"))
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.path().join("model.onnx"))
@@ -23,11 +22,12 @@ fn dev_models() -> Vec<std::path::PathBuf> {
 /// result passes the checker and computes the same outputs as the original on random inputs.
 #[test]
 fn optimized_dev_models_compute_the_same() {
+    let shared = onnx_testdata::require_shared!();
     let mut failures = Vec::new();
     let mut summary = String::new();
     let dims: BTreeMap<String, i64> =
         [("batch".to_string(), 1), ("sequence".to_string(), 16)].into();
-    for path in dev_models() {
+    for path in dev_models(&shared) {
         for unbounded in [false, true] {
             let loaded = load_ir(&path).unwrap();
             let options = onnx_egraph::OptimizeOptions {
@@ -214,16 +214,23 @@ fn same_type_and_shape(a: &onnx_ref::Value, b: &onnx_ref::Value) -> bool {
     }
 }
 
+/// The interpreter's conformance manifest, an insta snapshot of onnx-ref's conformance test.
+const INTERPRETER_MANIFEST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/crates/onnx-ref/tests/interpreter/snapshots/interpreter__conformance__manifest.snap"
+);
+
 /// Every backend test the interpreter passes (its manifest): the optimized model passes the
 /// checker and still reproduces every test data set at the suite's tolerance.
 #[test]
 fn optimized_backend_models_reproduce_their_test_data() {
-    let manifest = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/crates/onnx-ref/tests/manifest.txt"
-    ))
-    .unwrap();
-    let root = shared().join("onnx-backend");
+    let shared = onnx_testdata::require_shared!();
+    let manifest = insta::Snapshot::from_file(std::path::Path::new(INTERPRETER_MANIFEST))
+        .unwrap_or_else(|e| panic!("{INTERPRETER_MANIFEST}: {e}"))
+        .as_text()
+        .map(|text| text.to_string())
+        .unwrap_or_else(|| panic!("{INTERPRETER_MANIFEST}: not a text snapshot"));
+    let root = shared.join("onnx-backend");
     let mut failures = Vec::new();
     let mut checked = 0;
     for line in manifest

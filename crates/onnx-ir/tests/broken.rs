@@ -1,6 +1,7 @@
 //! The broken-model corpus: every `tests/broken/NAME.onnx` (built from `NAME.txt` by
-//! `tests/broken/gen_broken.py`) is rejected with exactly the messages in `NAME.expected`.
-//! `ONNX_OPT_UPDATE_SNAPSHOTS=1 cargo test -p onnx-ir --test broken` rewrites the snapshots.
+//! `tests/broken/gen_broken.py`) is rejected with exactly the messages of the insta snapshot
+//! `tests/snapshots/broken__NAME.snap`. `INSTA_UPDATE=always cargo test -p onnx-ir --test broken`
+//! rewrites the snapshots.
 
 use std::path::{Path, PathBuf};
 
@@ -56,7 +57,6 @@ fn render(case: &str) -> Result<String, String> {
 
 #[test]
 fn every_broken_model_is_rejected_with_its_snapshot_message() {
-    let update = std::env::var_os("ONNX_OPT_UPDATE_SNAPSHOTS").is_some_and(|v| v == "1");
     let names = cases();
     for required in REQUIRED_CASES {
         assert!(
@@ -66,28 +66,14 @@ fn every_broken_model_is_rejected_with_its_snapshot_message() {
     }
     let mut failures = Vec::new();
     for case in &names {
-        let actual = match render(case) {
-            Ok(text) => text,
-            Err(problem) => {
-                failures.push(format!("{case}: {problem}"));
-                continue;
-            }
-        };
-        let snapshot = corpus_dir().join(format!("{case}.expected"));
-        if update {
-            std::fs::write(&snapshot, &actual)
-                .unwrap_or_else(|e| panic!("cannot write {}: {e}", snapshot.display()));
-            continue;
-        }
-        match std::fs::read_to_string(&snapshot) {
-            Ok(expected) if expected == actual => {}
-            Ok(expected) => failures.push(format!(
-                "{case}: messages differ\n--- expected\n{expected}--- actual\n{actual}"
-            )),
-            Err(e) => failures.push(format!(
-                "{case}: no snapshot {} ({e}); set ONNX_OPT_UPDATE_SNAPSHOTS=1 to write it\n--- actual\n{actual}",
-                snapshot.display()
-            )),
+        match render(case) {
+            Ok(messages) => insta::with_settings!({
+                input_file => corpus_dir().join(format!("{case}.txt")),
+                omit_expression => true,
+            }, {
+                insta::assert_snapshot!(case.as_str(), messages);
+            }),
+            Err(problem) => failures.push(format!("{case}: {problem}")),
         }
     }
     assert!(
@@ -99,23 +85,26 @@ fn every_broken_model_is_rejected_with_its_snapshot_message() {
     );
 }
 
+/// The case names of the files in `dir` named `{prefix}NAME{suffix}` that are not cases.
+fn orphans(dir: &Path, prefix: &str, suffix: &str, names: &[String]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|file| {
+            file.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .is_some_and(|name| !names.iter().any(|n| n == name))
+        })
+        .map(|file| dir.join(file).display().to_string())
+        .collect()
+}
+
 #[test]
 fn every_snapshot_and_model_file_belongs_to_a_case() {
     let names = cases();
-    let dir = corpus_dir();
-    let mut orphans = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("corpus dir").flatten() {
-        let path = entry.path();
-        let is_case_file = path
-            .extension()
-            .is_some_and(|x| x == "onnx" || x == "expected");
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if is_case_file && !names.contains(&stem) {
-            orphans.push(path.display().to_string());
-        }
-    }
-    assert!(orphans.is_empty(), "files without a NAME.txt: {orphans:?}");
+    let snapshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let mut found = orphans(&corpus_dir(), "", ".onnx", &names);
+    found.extend(orphans(&snapshots, "broken__", ".snap", &names));
+    assert!(found.is_empty(), "files without a NAME.txt: {found:?}");
 }

@@ -28,7 +28,8 @@ fn roundtrip(proto: &ModelProto) -> Model {
 fn every_shared_model_round_trips_losslessly() {
     let mut failures = Vec::new();
     let mut nan_models = 0;
-    let paths = shared_models();
+    let shared = onnx_testdata::require_shared!();
+    let paths = shared_models(&shared);
     for path in &paths {
         let loaded = onnx_proto::load_model(path).unwrap_or_else(|e| panic!("{e}"));
         let original = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -66,7 +67,8 @@ fn every_shared_model_round_trips_losslessly() {
 
 #[test]
 fn conversion_shares_tensor_bytes_instead_of_copying() {
-    let path = shared_dir().join("models/resnet18-opset13/model.onnx");
+    let shared = onnx_testdata::require_shared!();
+    let path = shared.join("models/resnet18-opset13/model.onnx");
     let loaded = onnx_proto::load_model(&path).unwrap_or_else(|e| panic!("{e}"));
     let pointers = |g: &GraphProto| -> Vec<*const u8> {
         g.initializer

@@ -41,9 +41,9 @@ fn onnx_verdicts() -> BTreeMap<String, bool> {
 
 #[test]
 fn shared_models_get_onnx_checkers_verdict_and_are_sorted() {
-    let root = shared_dir();
+    let root = onnx_testdata::require_shared!();
     let verdicts = onnx_verdicts();
-    let models = shared_models();
+    let models = shared_models(&root);
     assert_eq!(
         models.len(),
         verdicts.len(),

@@ -1,21 +1,9 @@
 //! Load then save is byte-identical for every model and test-data file under `../shared`
-//! (the ONNX backend suite and the development models).
+//! (the ONNX backend suite and the development models); skipped without it (see onnx-testdata).
 
 use std::path::{Path, PathBuf};
 
 use onnx_proto::{type_proto, Message, ModelProto};
-
-fn shared_dir() -> PathBuf {
-    let dir = std::env::var_os("ONNX_OPT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    assert!(
-        dir.join("onnx-backend").is_dir(),
-        "test data not found at {}: set ONNX_OPT_SHARED or run scripts/gen_backend_tests.sh",
-        dir.display()
-    );
-    dir
-}
 
 fn model_dirs(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -46,7 +34,7 @@ fn reencode<M: Message + Default>(bytes: &[u8]) -> Option<Vec<u8>> {
 
 #[test]
 fn load_save_is_byte_identical() {
-    let root = shared_dir();
+    let root = onnx_testdata::require_shared!();
     let dirs = model_dirs(&root);
     assert!(
         dirs.len() > 1900,

@@ -1,13 +1,13 @@
 //! Criterion benches of whole-model inference: `Session::run` on resnet18, mobilenet_v2 and
 //! bert-tiny (opset 13) from `../shared/models` (or `$ONNX_OPT_SHARED/models`), fed with their
-//! `test_data_set_0` inputs.
+//! `test_data_set_0` inputs. Without the shared data the bench says so and times nothing.
 //!
 //! `cargo bench -p onnx-ref --bench models [-- FILTER]`. The session is planned once per model
 //! (load, external data, planning are outside the timing); only `run` is timed. Before timing,
 //! one run's outputs are compared with the stored `output_i.pb`, so a bench never times a
 //! kernel that computes the wrong thing. Flat sampling, 10 samples: about 20 s in all.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
@@ -19,19 +19,6 @@ const MODELS: [&str; 3] = [
     "mobilenet_v2-opset13",
     "bert-tiny-opset13",
 ];
-
-fn shared_models() -> PathBuf {
-    let shared = std::env::var_os("ONNX_OPT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
-    let models = shared.join("models");
-    assert!(
-        models.is_dir(),
-        "test models not found at {}: set ONNX_OPT_SHARED",
-        models.display()
-    );
-    models
-}
 
 /// The numbered `prefix_i.pb` files of a test-data directory, in order.
 fn numbered_tensors(dir: &Path, prefix: &str) -> Vec<TensorProto> {
@@ -120,7 +107,10 @@ fn check_outputs(name: &str, case: &ModelCase) {
 }
 
 fn models(c: &mut Criterion) {
-    let root = shared_models();
+    let Some(shared) = onnx_testdata::shared_dir_for("onnx-ref bench models") else {
+        return;
+    };
+    let root = shared.join("models");
     let mut group = c.benchmark_group("session_run");
     group
         .sample_size(10)

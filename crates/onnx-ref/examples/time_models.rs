@@ -1,22 +1,20 @@
 //! Times `Session::run` on development models: the median of 5 runs after one warm-up.
 //!
 //! `cargo run --release -p onnx-ref --example time_models -- [model dir...]` (defaults to
-//! resnet18-opset13 and mobilenet_v2-opset13 under `../shared/models`).
+//! resnet18-opset13 and mobilenet_v2-opset13 under `../shared/models`, or
+//! `$ONNX_OPT_SHARED/models`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use onnx_ref::{random_inputs, Session};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let shared = std::env::var_os("ONNX_OPT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")).to_path_buf()
-        });
     let args: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
     let dirs = if args.is_empty() {
+        let shared = onnx_testdata::shared_dir_for("the time_models example")
+            .ok_or("no shared test data: pass model directories")?;
         vec![
             shared.join("models/resnet18-opset13"),
             shared.join("models/mobilenet_v2-opset13"),

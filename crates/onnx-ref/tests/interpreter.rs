@@ -1,5 +1,6 @@
 //! Integration tests of onnx-ref: the development models reproduce their reference outputs,
-//! the ONNX backend conformance suite is tracked by `manifest.txt`, and malformed tensors are
+//! the ONNX backend conformance suite is tracked by a manifest (an insta snapshot,
+//! `interpreter/snapshots/interpreter__conformance__manifest.snap`), and malformed tensors are
 //! rejected with errors.
 
 #[path = "interpreter/conformance.rs"]

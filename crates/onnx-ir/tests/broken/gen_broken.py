@@ -8,8 +8,8 @@ parsing:
     # patch: raw_data TENSOR N     initializer TENSOR stores N zero bytes in raw_data
     # patch: dims TENSOR D0 D1 ... initializer TENSOR gets these dims
 
-The Rust test tests/broken.rs checks each NAME.onnx and compares the messages with
-NAME.expected (ONNX_OPT_UPDATE_SNAPSHOTS=1 rewrites them). This script also writes
+The Rust test tests/broken.rs checks each NAME.onnx and compares the messages with the insta
+snapshot tests/snapshots/broken__NAME.snap (INSTA_UPDATE=always rewrites them). This script also writes
 onnx_checker.verdicts: onnx.checker's own verdict (full_check=True) on every case, to compare.
 
 Usage (from the repo root):

@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: the shared test data and small proto builders.
+//! Helpers shared by the integration tests: the models of the shared test data (found with
+//! `onnx_testdata::require_shared!`) and small proto builders.
 
 #![allow(dead_code)]
 
@@ -11,22 +12,9 @@ use onnx_proto::{
     TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 
-/// `../shared` (or `$ONNX_OPT_SHARED`); fails loudly when the test data is missing.
-pub fn shared_dir() -> PathBuf {
-    let dir = std::env::var_os("ONNX_OPT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    assert!(
-        dir.join("onnx-backend").is_dir() && dir.join("models").is_dir(),
-        "test data not found at {}: set ONNX_OPT_SHARED to the directory holding onnx-backend/ and models/",
-        dir.display()
-    );
-    dir
-}
-
-/// Every `model.onnx` of the backend suite and of the development models, sorted.
-pub fn shared_models() -> Vec<PathBuf> {
-    let root = shared_dir();
+/// Every `model.onnx` of the backend suite and of the development models under `root` (the
+/// shared directory), sorted.
+pub fn shared_models(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for sub in [
         "onnx-backend/node",

@@ -1,18 +1,25 @@
 //! The ONNX backend conformance suite (`../shared/onnx-backend/{node,simple,pytorch-converted,
-//! pytorch-operator}`), tracked by `tests/manifest.txt`: one passing test per line, known
-//! failures as `# suite/test: reason`. A test listed as passing that fails is a regression and
-//! fails this test; a newly passing test is printed with a hint. `ONNX_OPT_UPDATE_MANIFEST=1`
-//! rewrites the manifest from the current results. `ONNX_OPT_CONFORMANCE_FILTER=a,b` runs only
-//! the tests whose name contains one of the comma-separated substrings, prints every result, and
-//! checks only those against the manifest (it never rewrites the manifest).
+//! pytorch-operator}`), tracked by the manifest, the insta snapshot
+//! `snapshots/interpreter__conformance__manifest.snap`: one passing test per line, failures as
+//! `# suite/test: reason` (the reason is the harness's error, on one line). Any change fails this
+//! test: a listed test that fails (a regression), a test that newly passes, or a failure whose
+//! reason changed. `INSTA_UPDATE=always` rewrites the manifest from the current results.
+//!
+//! `ONNX_OPT_CONFORMANCE_FILTER=a,b` runs only the tests whose name contains one of the
+//! comma-separated substrings, prints every result, and compares only their lines with the
+//! committed manifest's (it never rewrites the manifest).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::support::{run_test_dir, shared_dir, test_dirs};
+use crate::support::{run_test_dir, test_dirs};
 
 const SUITES: [&str; 4] = ["node", "simple", "pytorch-converted", "pytorch-operator"];
-const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifest.txt");
+/// The committed manifest (read back only in filtered runs; `insta` compares the whole one).
+const MANIFEST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/interpreter/snapshots/interpreter__conformance__manifest.snap"
+);
 
 /// Tests that need their own (rtol, atol), with the reason. Everything else uses the suite's
 /// rtol 1e-3, atol 1e-7.
@@ -65,32 +72,83 @@ fn one_line(reason: &str) -> String {
     }
 }
 
-/// The manifest's pass list and known failures.
-fn read_manifest() -> (Vec<String>, BTreeMap<String, String>) {
-    let text = std::fs::read_to_string(MANIFEST).unwrap_or_default();
-    let mut pass = Vec::new();
-    let mut known = BTreeMap::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# ") {
-            if let Some((name, reason)) = rest.split_once(": ") {
-                if name.contains('/') {
-                    known.insert(name.to_string(), reason.to_string());
-                }
+/// The manifest's line for one test.
+fn manifest_line(name: &str, result: &Result<(), String>) -> String {
+    match result {
+        Ok(()) => name.to_string(),
+        Err(e) => format!("# {name}: {}", one_line(e)),
+    }
+}
+
+/// The manifest of `results`: one line per test, in name order.
+fn manifest(results: &BTreeMap<String, Result<(), String>>) -> String {
+    results
+        .iter()
+        .map(|(name, r)| manifest_line(name, r) + "\n")
+        .collect()
+}
+
+/// The test a manifest line is about, and whether it passed.
+fn parse_line(line: &str) -> Option<(&str, bool)> {
+    match line.strip_prefix("# ") {
+        Some(failure) => failure.split_once(": ").map(|(name, _)| (name, false)),
+        None => Some((line, true)),
+    }
+}
+
+/// The committed manifest, line by line, by test name.
+fn committed_manifest() -> Result<BTreeMap<String, String>, String> {
+    let snapshot = insta::Snapshot::from_file(std::path::Path::new(MANIFEST))
+        .map_err(|e| format!("cannot read {MANIFEST}: {e}"))?;
+    let text = snapshot
+        .as_text()
+        .ok_or_else(|| format!("{MANIFEST} is not a text snapshot"))?
+        .to_string();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| match parse_line(l) {
+            Some((name, _)) => Ok((name.to_string(), l.to_string())),
+            None => Err(format!("{MANIFEST}: bad line {l}")),
+        })
+        .collect()
+}
+
+/// A summary of how `results` differ from the committed manifest: regressions, newly passing
+/// tests and changed reasons, one per line (empty when they agree).
+fn differences(
+    results: &BTreeMap<String, Result<(), String>>,
+    committed: &BTreeMap<String, String>,
+    filtered: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, r) in results {
+        let now = manifest_line(name, r);
+        match committed.get(name) {
+            Some(before) if *before == now => {}
+            Some(before) => {
+                let kind = match (parse_line(before).is_some_and(|(_, p)| p), r.is_ok()) {
+                    (true, false) => "regression",
+                    (false, true) => "newly passing",
+                    _ => "reason changed",
+                };
+                out.push(format!("{kind}: {name}\n  was: {before}\n  now: {now}"));
             }
-        } else if !line.starts_with('#') {
-            pass.push(line.to_string());
+            None => out.push(format!("not in the manifest: {now}")),
         }
     }
-    (pass, known)
+    if !filtered {
+        for (name, line) in committed {
+            if !results.contains_key(name) {
+                out.push(format!("test directory not found: {line}"));
+            }
+        }
+    }
+    out
 }
 
 #[test]
 fn backend_suite_matches_manifest() {
-    let root = shared_dir().join("onnx-backend");
+    let root = onnx_testdata::require_shared!().join("onnx-backend");
     let mut results: BTreeMap<String, Result<(), String>> = BTreeMap::new();
     let start = std::time::Instant::now();
     let filter: Option<Vec<String>> = std::env::var("ONNX_OPT_CONFORMANCE_FILTER")
@@ -122,14 +180,13 @@ fn backend_suite_matches_manifest() {
     if filter.is_some() {
         let passed = results.values().filter(|r| r.is_ok()).count();
         println!("filtered: {passed} of {} pass", results.len());
-        let (pass, _known) = read_manifest();
-        let regressions: Vec<&String> = pass
-            .iter()
-            .filter(|n| matches!(results.get(*n), Some(Err(_))))
-            .collect();
+        let committed = committed_manifest().unwrap_or_else(|e| panic!("{e}"));
+        let diff = differences(&results, &committed, true);
         assert!(
-            regressions.is_empty(),
-            "manifest tests no longer pass: {regressions:?}"
+            diff.is_empty(),
+            "{} filtered tests differ from the manifest {MANIFEST}:\n{}",
+            diff.len(),
+            diff.join("\n")
         );
         return;
     }
@@ -148,56 +205,17 @@ fn backend_suite_matches_manifest() {
         results.len(),
         start.elapsed()
     );
-
-    if std::env::var_os("ONNX_OPT_UPDATE_MANIFEST").is_some_and(|v| v == "1") {
-        let mut out = String::from(
-            "# onnx-ref conformance manifest: one passing backend test per line; known failures as\n\
-             # `# suite/test: reason`. Regenerate with ONNX_OPT_UPDATE_MANIFEST=1 cargo test --release -p onnx-ref --test interpreter conformance\n",
-        );
-        for (name, r) in &results {
-            match r {
-                Ok(()) => out.push_str(&format!("{name}\n")),
-                Err(e) => out.push_str(&format!("# {name}: {}\n", one_line(e))),
-            }
-        }
-        if let Err(e) = std::fs::write(MANIFEST, out) {
-            panic!("cannot write {MANIFEST}: {e}");
-        }
-        println!("rewrote {MANIFEST}");
-        return;
-    }
-
-    let (pass, _known) = read_manifest();
-    assert!(
-        !pass.is_empty(),
-        "{MANIFEST} lists no passing tests: regenerate it with ONNX_OPT_UPDATE_MANIFEST=1"
-    );
-    let mut regressions = Vec::new();
-    for name in &pass {
-        match results.get(name) {
-            Some(Ok(())) => {}
-            Some(Err(e)) => regressions.push(format!("{name}: {}", one_line(e))),
-            None => regressions.push(format!("{name}: test directory not found")),
+    // A readable summary before insta's diff of the whole manifest.
+    if let Ok(committed) = committed_manifest() {
+        for line in differences(&results, &committed, false) {
+            println!("{line}");
         }
     }
-    let newly: Vec<&String> = results
-        .iter()
-        .filter(|(name, r)| r.is_ok() && !pass.contains(name))
-        .map(|(name, _)| name)
-        .collect();
-    if !newly.is_empty() {
-        println!(
-            "{} tests pass that the manifest does not list (add them, or rerun with ONNX_OPT_UPDATE_MANIFEST=1):",
-            newly.len()
-        );
-        for n in &newly {
-            println!("  {n}");
-        }
-    }
-    assert!(
-        regressions.is_empty(),
-        "{} manifest tests no longer pass:\n{}",
-        regressions.len(),
-        regressions.join("\n")
-    );
+    insta::with_settings!({
+        description => "onnx-ref conformance manifest: one passing backend test per line; \
+                        failures as `# suite/test: reason`",
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!("manifest", manifest(&results));
+    });
 }

@@ -1,11 +1,12 @@
 //! Every model under `../shared/models` reproduces its `test_data_set_0` (rtol 1e-3,
 //! atol 1e-4). Run in release: `cargo test --release -p onnx-ref --test interpreter models`.
 
-use crate::support::{run_test_dir, shared_dir, test_dirs};
+use crate::support::{run_test_dir, test_dirs};
 
 #[test]
 fn dev_models_reproduce_reference_outputs() {
-    let dirs = test_dirs(&shared_dir().join("models"));
+    let shared = onnx_testdata::require_shared!();
+    let dirs = test_dirs(&shared.join("models"));
     assert!(
         dirs.len() >= 10,
         "expected the development models, found {}",

@@ -1,4 +1,4 @@
-//! Shared helpers: locating `../shared`, loading a test directory (model + test_data_set_N),
+//! Shared helpers: loading a test directory (model + test_data_set_N),
 //! running it through a `Session`, and comparing outputs with tolerances (outputs drawn at
 //! random by the model are compared by dtype and shape only, see [`random_outputs`]).
 
@@ -11,21 +11,6 @@ use onnx_proto::{
 };
 use onnx_ref::{Session, Tensor, Value};
 use onnx_schema::NodeDeterminism;
-
-/// The shared test-data directory (`ONNX_OPT_SHARED` or `../shared` beside the repo).
-pub fn shared_dir() -> PathBuf {
-    let dir = std::env::var_os("ONNX_OPT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")).to_path_buf()
-        });
-    assert!(
-        dir.join("onnx-backend").is_dir() && dir.join("models").is_dir(),
-        "test data not found at {}: set ONNX_OPT_SHARED to the shared directory",
-        dir.display()
-    );
-    dir
-}
 
 /// Subdirectories of `dir` holding a `model.onnx`, sorted.
 pub fn test_dirs(dir: &Path) -> Vec<PathBuf> {

@@ -5,11 +5,11 @@
 //! `INFER_DEBUG=<test name>` prints one model's inferred and declared output types.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use onnx_schema::infer::{infer_graph, opset_imports};
 
 use crate::compare::{compare, Verdict};
-use crate::support::shared_dir;
 
 /// Per suite: (directory, models expected, outputs inferred fully at the last committed run,
 /// outputs inferred at least partly). The test fails when coverage drops below these.
@@ -32,8 +32,8 @@ struct Coverage {
     not_full: BTreeMap<String, Vec<String>>,
 }
 
-fn run_backend(suite: &str) -> Coverage {
-    let root = shared_dir().join("onnx-backend").join(suite);
+fn run_backend(shared: &Path, suite: &str) -> Coverage {
+    let root = shared.join("onnx-backend").join(suite);
     let mut dirs: Vec<_> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -99,9 +99,10 @@ fn run_backend(suite: &str) -> Coverage {
 
 #[test]
 fn backend_models_infer_without_contradiction() {
+    let shared = onnx_testdata::require_shared!();
     let mut failures = Vec::new();
     for (suite, models, min_full, min_inferred) in SUITES {
-        let cov = run_backend(suite);
+        let cov = run_backend(&shared, suite);
         println!(
             "backend {suite}: {} models, {} outputs: {} full, {} partial, {} nothing, {} mismatches, {} errors",
             cov.models,

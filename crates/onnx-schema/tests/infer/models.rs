@@ -6,11 +6,10 @@
 use onnx_schema::infer::{infer_graph, opset_imports};
 
 use crate::compare::{compare, Verdict};
-use crate::support::shared_dir;
 
 #[test]
 fn development_models_infer_every_output_exactly() {
-    let root = shared_dir().join("models");
+    let root = onnx_testdata::require_shared!().join("models");
     let mut dirs: Vec<_> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))

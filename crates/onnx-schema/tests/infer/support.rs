@@ -1,6 +1,4 @@
-//! Shared helpers: the test-data directory, type builders and a one-node inference call.
-
-use std::path::PathBuf;
+//! Shared helpers: type builders and a one-node inference call.
 
 use onnx_proto::tensor_proto::DataType;
 use onnx_proto::{AttributeProto, TensorProto, TypeProto};
@@ -10,21 +8,6 @@ use onnx_schema::infer::{
     InferError, InputInfo, OpsetImports, OutputInfo, SymDim,
 };
 use onnx_schema::{element_type_name, registry, type_str_of};
-
-/// The shared test-data directory (`$ONNX_OPT_SHARED` or `../shared` beside the repository);
-/// panics with a clear message when it is missing.
-pub fn shared_dir() -> PathBuf {
-    let dir = std::env::var_os("ONNX_OPT_SHARED").map_or_else(
-        || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")),
-        PathBuf::from,
-    );
-    assert!(
-        dir.join("onnx-backend").is_dir() && dir.join("models").is_dir(),
-        "shared test data not found at {} (set ONNX_OPT_SHARED)",
-        dir.display()
-    );
-    dir
-}
 
 /// Parses a dim: a number is known, "?" unknown, anything else a param.
 pub fn dim(text: &str) -> SymDim {

@@ -3,9 +3,11 @@
 
     python make_models.py            # writes float16_initializer.onnx, local_function.onnx
 
-The expected printed text of each is the `.txt` beside it, written by onnx-text's printer
-(`cargo run -p onnx-text --example print_models -- DIR model.onnx`) and checked by the
-`expected` integration test and by `tests/check_with_python.py`.
+The expected printed text of each is an insta snapshot, tests/text/snapshots/text__expected__NAME.snap,
+checked by the `expected` integration test (`INSTA_UPDATE=always` rewrites it). To check the
+text against onnx, print the models with onnx-text's printer
+(`cargo run -p onnx-text --example print_models -- DIR model.onnx`) and run
+`tests/check_with_python.py DIR tests/data` on them.
 """
 
 import pathlib

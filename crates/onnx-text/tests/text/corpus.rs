@@ -43,7 +43,8 @@ fn check_round_trips(models: &[PathBuf]) {
 
 #[test]
 fn backend_test_models_round_trip_exactly() {
-    let models = backend_models();
+    let shared = onnx_testdata::require_shared!();
+    let models = backend_models(&shared);
     assert!(
         models.len() >= 2000,
         "found {} backend models",
@@ -54,7 +55,8 @@ fn backend_test_models_round_trip_exactly() {
 
 #[test]
 fn development_models_round_trip_exactly() {
-    let models = development_models();
+    let shared = onnx_testdata::require_shared!();
+    let models = development_models(&shared);
     assert!(
         models.len() >= 15,
         "found {} development models",

@@ -1,26 +1,12 @@
-//! Helpers shared by the integration tests: finding the shared test data and comparing
-//! protos bit-exactly.
+//! Helpers shared by the integration tests: listing the models of the shared test data (the
+//! tests find it with `onnx_testdata::require_shared!`) and comparing protos bit-exactly.
 
 use std::path::{Path, PathBuf};
 
 use onnx_proto::{Message, ModelProto};
 
-/// The shared test-data directory (`$ONNX_OPT_SHARED` or `../shared` from the repository).
-pub fn shared_dir() -> PathBuf {
-    let dir = std::env::var_os("ONNX_OPT_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
-    assert!(
-        dir.join("onnx-backend").is_dir(),
-        "shared test data not found at {} (set ONNX_OPT_SHARED)",
-        dir.display()
-    );
-    dir
-}
-
-/// Every `model.onnx` of the backend test suites, sorted.
-pub fn backend_models() -> Vec<PathBuf> {
-    let shared = shared_dir();
+/// Every `model.onnx` of the backend test suites under `shared`, sorted.
+pub fn backend_models(shared: &Path) -> Vec<PathBuf> {
     let mut models = Vec::new();
     for suite in ["node", "simple", "pytorch-converted", "pytorch-operator"] {
         collect(&shared.join("onnx-backend").join(suite), &mut models);
@@ -30,9 +16,9 @@ pub fn backend_models() -> Vec<PathBuf> {
 }
 
 /// Every `model.onnx` of the development models (`shared/models`), sorted.
-pub fn development_models() -> Vec<PathBuf> {
+pub fn development_models(shared: &Path) -> Vec<PathBuf> {
     let mut models = Vec::new();
-    collect(&shared_dir().join("models"), &mut models);
+    collect(&shared.join("models"), &mut models);
     models.sort();
     models
 }
