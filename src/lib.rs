@@ -217,9 +217,10 @@ pub fn save(model: &Model, path: impl AsRef<Path>) -> Result<(), Error> {
 }
 
 /// Converts a model to opset `opset` of the default domain in one step (up or down) and checks
-/// the result on three random inputs: shorthand for [`Optimizer::converter`]. Operators whose
-/// schema is the same at both opsets carry over; a node with no equivalent legal at the target
-/// is an error that lists every such node (no version rules exist yet to rewrite them).
+/// the result on three random inputs: shorthand for [`Optimizer::converter`]. A node carries
+/// over when both versions of its operator compute the same function for it; a node with no
+/// equivalent legal at the target is an error that lists every such node (no version rules
+/// exist yet to rewrite the others).
 pub fn convert(model: &Model, opset: i64) -> Result<Optimized, Error> {
     Optimizer::converter(opset).optimize(model)
 }

@@ -357,3 +357,42 @@ fn optimized_backend_models_reproduce_their_test_data() {
         &failures[..failures.len().min(30)]
     );
 }
+
+/// Every development model converted to opsets 9, 11, 13, 17 and 21: which conversions
+/// succeed (each checked against the original on a random input) and, for the others, how many
+/// nodes have no equivalent at the target. Any other error fails the test.
+#[test]
+fn dev_models_convert_to_each_opset() {
+    let shared = onnx_testdata::require_shared!();
+    let mut table = String::new();
+    let mut failures = Vec::new();
+    for path in dev_models(&shared) {
+        let name = path
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let model = onnx_opt::load(&path).unwrap();
+        let mut row = format!("{name}:");
+        for target in [9, 11, 13, 17, 21] {
+            let converter = onnx_opt::Optimizer::converter(target)
+                .check(1)
+                .dim("batch", 1)
+                .dim("sequence", 8);
+            match converter.optimize(&model) {
+                Ok(_) => row.push_str(&format!(" {target}:ok")),
+                Err(onnx_opt::Error::Optimize {
+                    source: onnx_egraph::EGraphError::NotExpressible { nodes, .. },
+                    ..
+                }) => row.push_str(&format!(" {target}:no({})", nodes.len())),
+                Err(e) => failures.push(format!("{name} -> {target}: {e:#}")),
+            }
+        }
+        table.push_str(&row);
+        table.push('\n');
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    insta::assert_snapshot!("dev_model_conversions", table);
+}

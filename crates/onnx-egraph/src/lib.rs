@@ -12,6 +12,7 @@
 
 pub mod analysis;
 pub mod build;
+pub mod convert;
 pub mod cost;
 pub mod emit;
 pub mod extract;

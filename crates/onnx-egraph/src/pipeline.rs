@@ -191,6 +191,9 @@ fn optimize_graph(
     let saturate_seconds = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
     if let Some(target) = options.target_opset {
+        if crate::convert::rebind_to_opset(&mut lifted.egraph, target) > 0 {
+            lifted.egraph.rebuild();
+        }
         let stuck = not_expressible(&lifted, source, target);
         if !stuck.is_empty() {
             return Err(EGraphError::NotExpressible {
