@@ -217,7 +217,7 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, n_attrs: usize, to: &
         {
             // A fixed type (`tensor(int64)`) is part of the signature, already equal.
             None => true,
-            Some(tc) => ty.is_some_and(|t| tc.allowed.iter().any(|a| *a == t)),
+            Some(tc) => ty.is_some_and(|t| tc.allowed.contains(&t)),
         }
     };
     let type_of = |id: Id| eg[id].data.ty.as_ref().and_then(onnx_schema::type_str_of);
