@@ -387,7 +387,15 @@ fn dev_models_convert_to_each_opset() {
                     source: onnx_egraph::EGraphError::NotExpressible { nodes, .. },
                     ..
                 }) => row.push_str(&format!(" {target}:no({})", nodes.len())),
-                Err(e) => failures.push(format!("{name} -> {target}: {e:#}")),
+                Err(e) => {
+                    let mut msg = format!("{name} -> {target}: {e}");
+                    let mut src = std::error::Error::source(&e);
+                    while let Some(s) = src {
+                        msg.push_str(&format!(": {s}"));
+                        src = s.source();
+                    }
+                    failures.push(msg)
+                }
             }
         }
         table.push_str(&row);

@@ -11,7 +11,9 @@ use onnx_schema::{OpSchema, ParamOption};
 use crate::analysis::OnnxEGraph;
 use crate::build::{AttrArg, OpBuilder};
 use crate::lang::{NodeKind, ONode};
+use crate::rules::{literal_input, Val};
 use crate::tables::OpInfo;
+use onnx_rules::params::{logical_params, ParamLoc};
 
 /// (op, the first since_version of the later meaning): a node on one side of the version and a
 /// node on the other side are never rebound, whatever their signatures.
@@ -26,6 +28,40 @@ pub const SAME_SIGNATURE_OTHER_MEANING: &[(&str, i64)] = &[
     ("Max", 8),
     ("Min", 8),
     ("Mean", 8),
+];
+
+/// Softmax, LogSoftmax and Hardmax before 13 coerce the input to 2-D at `axis`; from 13 they
+/// normalize over `axis` alone. Over the last axis the two are the same.
+fn softmax_over_last_axis(eg: &OnnxEGraph, info: &OpInfo, roles: &crate::build::Roles<'_>) -> bool {
+    if !matches!(info.op_type.as_str(), "Softmax" | "LogSoftmax" | "Hardmax") {
+        return false;
+    }
+    let Some(x) = roles.input(0) else {
+        return false;
+    };
+    let Some(rank) = eg[x]
+        .data
+        .ty
+        .as_ref()
+        .and_then(onnx_schema::infer::shape_of)
+        .map(|s| s.len())
+    else {
+        return false;
+    };
+    let axis = roles
+        .attr("axis")
+        .and_then(|a| attr_value(eg, a))
+        .and_then(|p| p.i);
+    match axis {
+        Some(a) => a == -1 || a == rank as i64 - 1,
+        None => false,
+    }
+}
+
+/// Inputs renamed between versions without a change of meaning: (op, old name, new name).
+const RENAMED_INPUTS: &[(&str, &str, &str)] = &[
+    ("BatchNormalization", "mean", "input_mean"),
+    ("BatchNormalization", "var", "input_var"),
 ];
 
 /// Added attributes whose default is not the behaviour of the versions before them: an older
@@ -46,7 +82,7 @@ pub const ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR: &[(&str, &str)] = &[
 /// behaviour, and one it drops holds its default in the node. The element types in use must be
 /// allowed by the target's type constraints.
 pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
-    let mut additions: Vec<(Id, OpBuilder)> = Vec::new();
+    let mut additions: Vec<(Id, Plan)> = Vec::new();
     let mut classes: Vec<Id> = eg.classes().map(|c| c.id).collect();
     classes.sort();
     for c in classes {
@@ -70,23 +106,57 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
             let crosses = SAME_SIGNATURE_OTHER_MEANING.iter().any(|(o, v)| {
                 *o == info.op_type && (source.since_version < *v) != (to.since_version < *v)
             });
-            if to.deprecated || crosses {
+            let roles = crate::build::Roles::new(info, &node.children);
+            if to.deprecated || (crosses && !softmax_over_last_axis(eg, info, &roles)) {
                 continue;
             }
-            let roles = crate::build::Roles::new(info, &node.children);
             if let Some(b) = rebuild(eg, c, node, info, &roles, source, to) {
                 additions.push((c, b));
             }
         }
     }
     let mut n = 0;
-    for (class, b) in additions {
-        if let Ok((id, _)) = b.add_to(eg) {
+    for (class, plan) in additions {
+        let Plan {
+            mut builder,
+            to,
+            given,
+            literals,
+        } = plan;
+        let mut ok = true;
+        for (slot, v) in literals {
+            match literal_input(eg, to, slot, &v, &given).or_else(|_| float_literal(eg, &v)) {
+                Ok(id) => builder = builder.input(slot, Some(id)),
+                Err(_) => ok = false,
+            }
+        }
+        if !ok {
+            continue;
+        }
+        if let Ok((id, _)) = builder.add_to(eg) {
             eg.union(class, id);
             n += 1;
         }
     }
     n
+}
+
+/// What rebinding one node takes: the builder at the target version, and the logical
+/// parameters that become constant inputs there (built once the e-graph can be changed).
+struct Plan {
+    builder: OpBuilder,
+    to: &'static OpSchema,
+    /// The regular inputs, by slot (literals take their element type from them).
+    given: std::collections::BTreeMap<usize, Option<Id>>,
+    literals: Vec<(usize, Val)>,
+}
+
+/// A float32 constant (a logical parameter whose type parameter no other input fixes, such
+/// as Dropout's ratio).
+fn float_literal(eg: &mut OnnxEGraph, v: &Val) -> Result<Id, String> {
+    let t = crate::rules::to_tensor(v, 1).ok_or("not a float")?;
+    let k = eg.analysis.consts.intern(t);
+    Ok(eg.add(ONode::leaf(NodeKind::Const(k))))
 }
 
 /// The builder of the node at the target's version, when the two versions are the same
@@ -97,9 +167,9 @@ fn rebuild(
     node: &ONode,
     info: &OpInfo,
     roles: &crate::build::Roles<'_>,
-    source: &OpSchema,
-    to: &OpSchema,
-) -> Option<OpBuilder> {
+    source: &'static OpSchema,
+    to: &'static OpSchema,
+) -> Option<Plan> {
     let absent = |id: Option<Id>| {
         id.is_none_or(|i| eg[i].nodes.iter().any(|n| matches!(n.kind, NodeKind::None)))
     };
@@ -112,11 +182,76 @@ fn rebuild(
     if variadic(source) != variadic(to) {
         return None;
     }
+    // Logical parameters (attributes that became inputs, or back): moved, not compared.
+    let (src_params, to_params) = (
+        logical_params(&info.op_type, source.since_version),
+        logical_params(&info.op_type, to.since_version),
+    );
+    if LOGICAL_MOVES_NOT_CONVERTED.contains(&info.op_type.as_str()) && src_params != to_params {
+        return None;
+    }
+    // Only the parameters that move between an attribute and an input are set aside; the
+    // others are compared like any input or attribute.
+    type Params = [onnx_rules::params::LogicalParam];
+    let moved = |p: &onnx_rules::params::LogicalParam, other: &Params| {
+        other.iter().any(|q| {
+            q.name == p.name
+                && matches!(
+                    (p.loc, q.loc),
+                    (ParamLoc::Attr(_), ParamLoc::Input(_))
+                        | (ParamLoc::Input(_), ParamLoc::Attr(_))
+                )
+        })
+    };
+    let slot_of = |ps: &Params, other: &Params, i: usize| {
+        ps.iter()
+            .any(|p| p.loc == ParamLoc::Input(i) && moved(p, other))
+    };
+    let attr_of = |ps: &Params, other: &Params, a: &str| {
+        ps.iter()
+            .any(|p| matches!(p.loc, ParamLoc::Attr(x) if x == a) && moved(p, other))
+    };
+    let mut literals: Vec<(usize, Val)> = Vec::new();
+    let mut moved_attrs: Vec<(String, onnx_proto::AttributeProto)> = Vec::new();
+    for p in &src_params {
+        let Some(q) = to_params.iter().find(|q| q.name == p.name) else {
+            continue;
+        };
+        match (p.loc, q.loc) {
+            (ParamLoc::Attr(a), ParamLoc::Input(slot)) => {
+                let v = roles.attr(a).filter(|&v| !absent(Some(v)));
+                if let Some(v) = v {
+                    literals.push((slot, crate::rules::attr_value(attr_value(eg, v)?)?));
+                }
+            }
+            (ParamLoc::Input(slot), ParamLoc::Attr(a)) => {
+                let v = roles.input(slot).filter(|&v| !absent(Some(v)));
+                if let Some(v) = v {
+                    let k = eg[v].nodes.iter().find_map(|n| match n.kind {
+                        NodeKind::Const(k) => Some(k),
+                        _ => None,
+                    })?;
+                    let val = crate::rules::const_val(eg, k)?;
+                    let ty = to.attributes.iter().find(|t| t.name == a)?.ty;
+                    moved_attrs.push((a.to_string(), crate::rules::to_attribute(a, ty, &val)?));
+                }
+            }
+            _ => {}
+        }
+    }
     let n = source.inputs.len().max(to.inputs.len());
     for i in 0..n {
+        if slot_of(&src_params, &to_params, i) || slot_of(&to_params, &src_params, i) {
+            continue;
+        }
         match (source.inputs.get(i), to.inputs.get(i)) {
             (Some(p), Some(q)) => {
-                if p.name != q.name || p.is_homogeneous != q.is_homogeneous {
+                let renamed = RENAMED_INPUTS.iter().any(|(o, a, b)| {
+                    *o == info.op_type && {
+                        (p.name == *a && q.name == *b) || (p.name == *b && q.name == *a)
+                    }
+                });
+                if (p.name != q.name && !renamed) || p.is_homogeneous != q.is_homogeneous {
                     return None;
                 }
                 if q.option == ParamOption::Single && absent(roles.input(i)) {
@@ -128,20 +263,29 @@ fn rebuild(
             _ => {}
         }
     }
-    if source.outputs.len() != to.outputs.len()
-        || source
-            .outputs
-            .iter()
-            .zip(&to.outputs)
-            .any(|(p, q)| p.name != q.name || p.option != q.option)
+    // Outputs: the ones the node has must be the same; optional ones past them may differ
+    // (BatchNormalization's training outputs).
+    let used = info.n_outputs;
+    if used > to.max_output
         || source.min_output != to.min_output
-        || source.max_output != to.max_output
+        || (source.max_output > 1) != (to.max_output > 1)
+        || (0..used).any(|i| match (source.outputs.get(i), to.outputs.get(i)) {
+            (Some(p), Some(q)) => p.name != q.name || p.option != q.option,
+            (Some(p), None) | (None, Some(p)) => p.option != ParamOption::Variadic,
+            (None, None) => false,
+        })
     {
         return None;
     }
     // Attributes.
     let mut b = OpBuilder::at_opset("", &info.op_type, to.since_version);
+    for (name, proto) in moved_attrs {
+        b = b.attr(&name, AttrArg::Proto(Box::new(proto)));
+    }
     for a in &source.attributes {
+        if attr_of(&src_params, &to_params, &a.name) {
+            continue;
+        }
         let value = roles.attr(&a.name).filter(|&v| !absent(Some(v)));
         match to.attributes.iter().find(|t| t.name == a.name) {
             Some(t) if t.ty == a.ty => {
@@ -166,6 +310,9 @@ fn rebuild(
         }
     }
     for t in &to.attributes {
+        if attr_of(&to_params, &src_params, &t.name) {
+            continue;
+        }
         if source.attributes.iter().all(|a| a.name != t.name)
             && (t.required
                 || ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR
@@ -178,15 +325,30 @@ fn rebuild(
     if !types_allowed(eg, class, node, info.attr_names.len(), to) {
         return None;
     }
+    let mut given = std::collections::BTreeMap::new();
     for i in 0..info.n_inputs {
+        if slot_of(&src_params, &to_params, i) {
+            continue;
+        }
         let v = roles.input(i).filter(|&v| !absent(Some(v)));
+        given.insert(i, v);
         b = b.input(i, v);
     }
     if info.is_tuple || info.n_outputs != 1 {
         b = b.outputs(info.n_outputs);
     }
-    Some(b)
+    Some(Plan {
+        builder: b,
+        to,
+        given,
+        literals,
+    })
 }
+
+/// Ops whose logical parameters are not moved by rebinding: their moves change more than
+/// where a value lives (TopK's `k` becomes a 1-element tensor, Upsample and Resize change their
+/// inputs and modes, Reshape-1 has no `shape` input at all).
+const LOGICAL_MOVES_NOT_CONVERTED: &[&str] = &["TopK", "Upsample", "Resize", "Reshape"];
 
 fn attr_value(eg: &OnnxEGraph, class: Id) -> Option<&onnx_proto::AttributeProto> {
     eg[class].nodes.iter().find_map(|n| match n.kind {

@@ -23,11 +23,13 @@ use crate::analysis::OnnxEGraph;
 use crate::lang::NodeKind;
 use crate::EGraphError;
 
+pub(crate) use apply::literal_input;
 pub use eval::{GuardCtx, GuardFn, GuardRegistry};
 pub use explain::{explain_rule, SiteReport, SiteVerdict};
 pub use matcher::Bound;
 pub use rust::{RustApplier, RustGuard, RustMatch, RustOp, RustRhs};
 pub use value::Val;
+pub(crate) use value::{attr_value, const_val, to_attribute, to_tensor};
 
 use matcher::{Env, Matcher};
 
