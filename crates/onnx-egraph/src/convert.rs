@@ -28,6 +28,8 @@ pub const SAME_SIGNATURE_OTHER_MEANING: &[(&str, i64)] = &[
     ("Max", 8),
     ("Min", 8),
     ("Mean", 8),
+    // GridSample-20 renamed its modes (bilinear -> linear, bicubic -> cubic) and takes N-D input.
+    ("GridSample", 20),
 ];
 
 /// Softmax, LogSoftmax and Hardmax before 13 coerce the input to 2-D at `axis`; from 13 they
@@ -377,8 +379,8 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, n_attrs: usize, to: &
             .iter()
             .find(|t| t.type_param == type_str)
         {
-            // A fixed type (`tensor(int64)`) is part of the signature, already equal.
-            None => true,
+            // A fixed type (`tensor(float)`): the value must have it.
+            None => ty.is_some_and(|t| t == type_str),
             Some(tc) => ty.is_some_and(|t| tc.allowed.contains(&t)),
         }
     };
