@@ -3,54 +3,34 @@
 //! differential check in the reference interpreter) -> save through a temporary file and a
 //! rename, so nothing is written unless every step succeeded.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use onnx_egraph::OptimizeReport;
 use onnx_ir::Model;
 
-use crate::{Error, Optimizer};
+use crate::{Error, Optimizer, Report};
 
-/// The figures of one run, for the table and `--report`.
+/// The figures of one run on files, for the table and `--report`: the optimizer's [`Report`]
+/// and what concerns the files.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
     /// The input file.
     pub input: PathBuf,
     /// The output file.
     pub output: PathBuf,
-    /// The pipeline that ran.
-    pub pipeline: String,
-    /// Main-graph nodes before.
-    pub nodes_before: usize,
-    /// Main-graph nodes after.
-    pub nodes_after: usize,
-    /// Initializers before.
-    pub initializers_before: usize,
-    /// Initializers after.
-    pub initializers_after: usize,
     /// Input file size in bytes.
     pub size_before: u64,
     /// Output file size in bytes.
     pub size_after: u64,
-    /// Count per op type before.
-    pub ops_before: BTreeMap<String, usize>,
-    /// Count per op type after.
-    pub ops_after: BTreeMap<String, usize>,
     /// Wall time of the whole run, in milliseconds.
     pub time_ms: f64,
     /// Loading and checking the input.
     pub load_ms: f64,
-    /// Optimizing (lift, fold, saturate, extract).
-    pub optimize_ms: f64,
-    /// The differential check.
-    pub check_ms: f64,
     /// Saving.
     pub save_ms: f64,
-    /// Random trials of the check (0: off).
-    pub check_trials: usize,
-    /// The e-graph's report.
-    pub egraph: OptimizeReport,
+    /// What the optimizer did (its fields appear at the top level of `--report`).
+    #[serde(flatten)]
+    pub report: Report,
 }
 
 /// A model loaded for optimization.
@@ -156,22 +136,12 @@ pub fn optimize_file(
     Ok(Outcome {
         input: input.to_path_buf(),
         output: output.to_path_buf(),
-        pipeline: report.pipeline,
-        nodes_before: report.nodes_before,
-        nodes_after: report.nodes_after,
-        initializers_before: report.initializers_before,
-        initializers_after: report.initializers_after,
         size_before: loaded.file_size,
         size_after,
-        ops_before: report.ops_before,
-        ops_after: report.ops_after,
         time_ms: t0.elapsed().as_secs_f64() * 1e3,
         load_ms,
-        optimize_ms: report.optimize_ms,
-        check_ms: report.check_ms,
         save_ms,
-        check_trials: report.check_trials,
-        egraph: report.egraph,
+        report,
     })
 }
 
@@ -186,33 +156,38 @@ fn is_sorted(model: &Model) -> bool {
 /// Renders the before/after table.
 pub fn render_table(o: &Outcome) -> String {
     let mut s = String::new();
-    let mut ops: Vec<&String> = o.ops_before.keys().chain(o.ops_after.keys()).collect();
+    let mut ops: Vec<&String> = o
+        .report
+        .ops_before
+        .keys()
+        .chain(o.report.ops_after.keys())
+        .collect();
     ops.sort();
     ops.dedup();
     s.push_str(&format!("{:<28} {:>10} {:>10}\n", "", "before", "after"));
     for op in ops {
-        let b = o.ops_before.get(op).copied().unwrap_or(0);
-        let a = o.ops_after.get(op).copied().unwrap_or(0);
+        let b = o.report.ops_before.get(op).copied().unwrap_or(0);
+        let a = o.report.ops_after.get(op).copied().unwrap_or(0);
         s.push_str(&format!("{:<28} {:>10} {:>10}\n", op, b, a));
     }
     s.push_str(&format!(
         "{:<28} {:>10} {:>10}\n",
-        "nodes", o.nodes_before, o.nodes_after
+        "nodes", o.report.nodes_before, o.report.nodes_after
     ));
     s.push_str(&format!(
         "{:<28} {:>10} {:>10}\n",
-        "initializers", o.initializers_before, o.initializers_after
+        "initializers", o.report.initializers_before, o.report.initializers_after
     ));
     s.push_str(&format!(
         "{:<28} {:>10} {:>10}\n",
         "model size (bytes)", o.size_before, o.size_after
     ));
-    s.push_str(&format!("pipeline: {}\n", o.pipeline));
+    s.push_str(&format!("pipeline: {}\n", o.report.pipeline));
     s.push_str(&format!(
         "time: {:.0} ms (load {:.0}, optimize {:.0}, check {:.0}, save {:.0})\n",
-        o.time_ms, o.load_ms, o.optimize_ms, o.check_ms, o.save_ms
+        o.time_ms, o.load_ms, o.report.optimize_ms, o.report.check_ms, o.save_ms
     ));
-    for p in &o.egraph.main.phases {
+    for p in &o.report.egraph.main.phases {
         s.push_str(&format!(
             "phase {}: {:?} after {} iterations, {} e-nodes, {} e-classes, {:.3} s\n",
             p.name, p.stop, p.iterations, p.enodes, p.eclasses, p.seconds
@@ -228,8 +203,9 @@ pub fn render_table(o: &Outcome) -> String {
             }
         }
     }
-    if o.egraph.subgraphs > 0 {
+    if o.report.egraph.subgraphs > 0 {
         let fired: Vec<String> = o
+            .report
             .egraph
             .subgraph_firings
             .iter()
@@ -237,7 +213,7 @@ pub fn render_table(o: &Outcome) -> String {
             .collect();
         s.push_str(&format!(
             "subgraphs: {} optimized; rules fired in them: {}\n",
-            o.egraph.subgraphs,
+            o.report.egraph.subgraphs,
             if fired.is_empty() {
                 "none".to_string()
             } else {
@@ -247,15 +223,15 @@ pub fn render_table(o: &Outcome) -> String {
     }
     s.push_str(&format!(
         "e-graph: {} e-classes, {} e-nodes, {} constants; folds over budget: {}\n",
-        o.egraph.main.eclasses,
-        o.egraph.main.enodes,
-        o.egraph.main.constants,
-        o.egraph.main.folds_over_budget
+        o.report.egraph.main.eclasses,
+        o.report.egraph.main.enodes,
+        o.report.egraph.main.constants,
+        o.report.egraph.main.folds_over_budget
     ));
-    if o.check_trials > 0 {
+    if o.report.check_trials > 0 {
         s.push_str(&format!(
             "check: outputs equal on {} random inputs\n",
-            o.check_trials
+            o.report.check_trials
         ));
     } else {
         s.push_str("check: off (--check 0): the result was not compared with the input\n");
