@@ -1,6 +1,7 @@
 //! Integration tests of onnx-opt: one binary, one module per area.
 
 mod cli;
+mod fuzz;
 mod pipeline;
 mod pipelines;
 mod rules;

@@ -18,6 +18,7 @@ use onnx_schema::{OpSchema, ParamOption};
 use super::choice::{mix, random_tensor, Choices, DataOpts, SplitMix};
 use super::hints::{Facts, GVal, Hints};
 
+pub(crate) mod dag;
 mod leaf;
 mod node;
 
