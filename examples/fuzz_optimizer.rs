@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use onnx_opt::fuzz::{
-    campaign, check_case, default_domain_ops, generate_case, model_opset, Coverage, GenOptions,
-    Generated, Verdict,
+    campaign, check_case, default_domain_ops, generate_case, minimize, model_opset, Coverage,
+    FuzzCase, GenOptions, Generated, Verdict,
 };
 
 struct Args {
@@ -24,6 +24,8 @@ struct Args {
     max_nodes: usize,
     trials: usize,
     out: PathBuf,
+    /// Replay a model file under every configuration and print its minimized failures.
+    replay: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -33,6 +35,7 @@ fn parse_args() -> Result<Args, String> {
         max_nodes: 8,
         trials: 3,
         out: PathBuf::from("fuzz-failures"),
+        replay: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -43,6 +46,7 @@ fn parse_args() -> Result<Args, String> {
             "--max-nodes" => a.max_nodes = value()?.parse().map_err(|e| format!("{e}"))?,
             "--trials" => a.trials = value()?.parse().map_err(|e| format!("{e}"))?,
             "--out" => a.out = PathBuf::from(value()?),
+            "--replay" => a.replay = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -78,6 +82,9 @@ fn main() {
     };
     // Panics are caught and reported as failures; keep their messages off the terminal.
     std::panic::set_hook(Box::new(|_| {}));
+    if let Some(path) = &args.replay {
+        std::process::exit(replay(path, args.seed, args.trials));
+    }
     let opts = GenOptions {
         max_nodes: args.max_nodes,
         trials: args.trials,
@@ -130,6 +137,7 @@ fn main() {
                 Verdict::Failed(f) => {
                     n.failures += 1;
                     *by_check.entry(format!("{:?}", f.check)).or_insert(0) += 1;
+                    let small = minimize(&case, &optimizer, f.check);
                     let name = format!("seed_{seed:016x}_{:?}", f.check).to_lowercase();
                     let path = args.out.join(format!("{name}.onnxtxt"));
                     let detail: String = f.detail.chars().take(2000).collect();
@@ -139,7 +147,7 @@ fn main() {
                         detail.replace('\n', "\n# ")
                     );
                     let _ = std::fs::create_dir_all(&args.out);
-                    let _ = std::fs::write(&path, format!("{header}{}", case.text()));
+                    let _ = std::fs::write(&path, format!("{header}{}", small.text()));
                     println!(
                         "FAIL seed {seed:#018x} [{config}] {:?}: {}",
                         f.check,
@@ -206,4 +214,30 @@ fn main() {
         println!("failing models written under {}", args.out.display());
         std::process::exit(1);
     }
+}
+
+/// Runs a model file under every configuration; prints each failure with the model minimized.
+fn replay(path: &std::path::Path, seed: u64, trials: usize) -> i32 {
+    let case = match onnx_opt::load(path)
+        .map_err(|e| e.to_string())
+        .and_then(|m| FuzzCase::from_model(m, seed, trials))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}: {e}", path.display());
+            return 2;
+        }
+    };
+    let mut code = 0;
+    for (config, optimizer) in campaign(model_opset(&case.model)) {
+        match check_case(&case, &optimizer) {
+            Verdict::Failed(f) => {
+                code = 1;
+                let small = minimize(&case, &optimizer, f.check);
+                println!("[{config}] {f}\n{}", small.text());
+            }
+            v => println!("[{config}] {v:?}"),
+        }
+    }
+    code
 }

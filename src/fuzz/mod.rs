@@ -23,6 +23,7 @@
 //! ```
 
 mod coverage;
+mod minimize;
 mod oracle;
 
 use std::collections::BTreeMap;
@@ -35,6 +36,7 @@ use crate::prove::choice::SplitMix;
 use crate::prove::gen::dag;
 
 pub use coverage::{default_domain_ops, Coverage};
+pub use minimize::minimize;
 pub use oracle::{check_case, FailedCheck, Failure, Verdict};
 
 /// How models are generated.

@@ -145,8 +145,11 @@ fn optimize_caught(case: &FuzzCase, optimizer: &Optimizer) -> Result<onnx_ir::Mo
     }
 }
 
-/// (name, element type) of the graph inputs that are not initializers, and of the outputs.
-fn interface(m: &ModelProto) -> (Vec<(String, i32)>, Vec<(String, i32)>) {
+/// (name, element type) of graph values.
+type Signature = Vec<(String, i32)>;
+
+/// The graph inputs that are not initializers, and the outputs.
+fn interface(m: &ModelProto) -> (Signature, Signature) {
     let Some(g) = &m.graph else {
         return Default::default();
     };

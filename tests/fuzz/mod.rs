@@ -18,7 +18,7 @@ use onnx_opt::fuzz::{
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
 /// Cases per configuration in the suite.
-const CASES: u32 = 60;
+const CASES: u32 = 100;
 
 /// Runs `CASES` generated models through configuration `which` of the campaign (by name
 /// prefix); returns how many were optimized and compared.

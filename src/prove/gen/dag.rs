@@ -240,7 +240,12 @@ impl Gen<'_> {
 
     /// A `Constant` node holding a small random tensor.
     fn add_constant_node(&mut self) -> Result<(), Reject> {
-        let d = self.ch.pick(&[self.dtype, DType::Int64, DType::Float]);
+        // Constant-1 holds floating types only.
+        let d = if self.opset < 9 {
+            self.ch.pick(&[DType::Float, DType::Double])
+        } else {
+            self.ch.pick(&[self.dtype, DType::Int64, DType::Float])
+        };
         let shape = if self.ch.one_in(2) {
             Vec::new()
         } else {
@@ -435,6 +440,17 @@ impl Gen<'_> {
             };
             self.free_attr_or(c, "seed", seed);
         }
+        let rank = match c.inputs.first() {
+            Some(Slot::Known(k)) => self.values[*k].tensor.rank(),
+            _ => self.base.len(),
+        };
+        let spatial = rank.saturating_sub(2);
+        if spatial > 0 {
+            let ks: Vec<i64> = (0..spatial).map(|_| 1 + self.ch.below(2) as i64).collect();
+            self.free_attr_or(c, "kernel_shape", AVal::Ints(ks));
+        }
+        let bs = self.ch.pick(&[1, 2]);
+        self.free_attr_or(c, "blocksize", AVal::Int(bs));
         for ai in 0..c.attrs.len() {
             let a = &c.attrs[ai];
             if !matches!(a.state, AState::Free) || !a.optional || !self.ch.one_in(4) {
@@ -530,6 +546,22 @@ impl Gen<'_> {
         }
         if inputs.is_empty() {
             return self.reject("no graph input");
+        }
+        // Some exporters declare an unknown dim as -1 (onnx's checker accepts it).
+        if self.symbolic && self.ch.one_in(6) {
+            use onnx_proto::tensor_shape_proto::dimension::Value as Dim;
+            for vi in &mut graph.input {
+                let Some(onnx_proto::type_proto::Value::TensorType(t)) =
+                    vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+                else {
+                    continue;
+                };
+                for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
+                    if matches!(d.value, Some(Dim::DimParam(_))) {
+                        d.value = Some(Dim::DimValue(-1));
+                    }
+                }
+            }
         }
         for &k in &outputs {
             let symbolic = self.symbolic && self.values[k].kind == ValueKind::Input;

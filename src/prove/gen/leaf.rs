@@ -87,7 +87,11 @@ impl Gen<'_> {
                 return d;
             }
         }
-        self.dtype
+        allowed
+            .iter()
+            .filter_map(|t| dtype_of_type_str(t))
+            .find(|&d| d != DType::String)
+            .unwrap_or(self.dtype)
     }
 
     /// Makes free input `i` a leaf of `shape` (hints may change it); returns the actual shape.
