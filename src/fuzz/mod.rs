@@ -145,10 +145,11 @@ impl FuzzCase {
     /// symbolic dim named `n<k>` has size k (the generator's convention), any other size 2.
     pub fn from_model(model: Model, seed: u64, trials: usize) -> Result<FuzzCase, String> {
         let proto = model.to_proto();
-        let dims = symbolic_dims(&proto);
+        let named = negative_dims_named(&proto);
+        let dims = symbolic_dims(&named);
         let trials = (0..trials.max(1))
             .map(|t| {
-                onnx_ref::random_inputs(&proto, seed.wrapping_add(t as u64), &dims)
+                onnx_ref::random_inputs(&named, seed.wrapping_add(t as u64), &dims)
                     .map_err(|e| e.to_string())
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -190,6 +191,26 @@ impl FuzzCase {
             Err(_) => Err("the interpreter panicked".into()),
         }
     }
+}
+
+/// A copy of `proto` whose graph inputs declare a dim of -1 (unknown, as some exporters write
+/// it) as the symbolic dim `n2`, so that random inputs can be drawn for it.
+fn negative_dims_named(proto: &ModelProto) -> ModelProto {
+    use onnx_proto::tensor_shape_proto::dimension::Value as Dim;
+    let mut p = proto.clone();
+    for vi in p.graph.iter_mut().flat_map(|g| g.input.iter_mut()) {
+        let Some(onnx_proto::type_proto::Value::TensorType(t)) =
+            vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+        else {
+            continue;
+        };
+        for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
+            if matches!(d.value, Some(Dim::DimValue(v)) if v < 0) {
+                d.value = Some(Dim::DimParam("n2".into()));
+            }
+        }
+    }
+    p
 }
 
 /// Sizes of the symbolic dims of the graph inputs: `n<k>` is k, others 2.
