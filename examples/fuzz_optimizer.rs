@@ -7,6 +7,8 @@
 //! ```text
 //! cargo run --release --example fuzz_optimizer -- --seconds 600 --seed 1 \
 //!     [--max-nodes 8] [--out tests/fuzz/regressions/new] [--trials 3]
+//! cargo run --release --example fuzz_optimizer -- --case 0x78dde6e5fd29f55a   # one case
+//! cargo run --release --example fuzz_optimizer -- --replay FILE.onnxtxt      # a model file
 //! ```
 
 use std::collections::BTreeMap;
@@ -26,6 +28,8 @@ struct Args {
     out: PathBuf,
     /// Replay a model file under every configuration and print its minimized failures.
     replay: Option<PathBuf>,
+    /// Generate only this case seed, print it and run it under every configuration.
+    case: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,6 +40,7 @@ fn parse_args() -> Result<Args, String> {
         trials: 3,
         out: PathBuf::from("fuzz-failures"),
         replay: None,
+        case: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,6 +52,11 @@ fn parse_args() -> Result<Args, String> {
             "--trials" => a.trials = value()?.parse().map_err(|e| format!("{e}"))?,
             "--out" => a.out = PathBuf::from(value()?),
             "--replay" => a.replay = Some(PathBuf::from(value()?)),
+            "--case" => {
+                let v = value()?;
+                let v = v.trim_start_matches("0x");
+                a.case = Some(u64::from_str_radix(v, 16).map_err(|e| format!("{e}"))?)
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -89,6 +99,18 @@ fn main() {
         max_nodes: args.max_nodes,
         trials: args.trials,
     };
+    if let Some(seed) = args.case {
+        let Generated::Case(case) = generate_case(seed, &opts) else {
+            eprintln!("seed {seed:#018x} gives no runnable model");
+            std::process::exit(2);
+        };
+        println!("{}", case.text());
+        for (config, optimizer) in campaign(model_opset(&case.model)) {
+            println!("[{config}] ...");
+            println!("[{config}] {:?}", check_case(&case, &optimizer));
+        }
+        std::process::exit(0);
+    }
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.seconds);
     let mut n = Counts::default();
@@ -128,6 +150,12 @@ fn main() {
         coverage.add(case.proto());
         for (config, optimizer) in campaign(model_opset(&case.model)) {
             n.optimizations += 1;
+            // What is running, in case the process dies (an abort, out of memory).
+            let _ = std::fs::create_dir_all(&args.out);
+            let _ = std::fs::write(
+                args.out.join("last_case.txt"),
+                format!("--case {seed:#018x} [{config}]\n"),
+            );
             match check_case(&case, &optimizer) {
                 Verdict::Passed { trials } => {
                     n.passed += 1;
