@@ -130,6 +130,7 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
         opset,
         dtype,
         special,
+        special_ints: false,
         ch,
         rng: SplitMix::new(data_seed),
         pool,
@@ -223,7 +224,7 @@ impl Gen<'_> {
         base: &str,
     ) -> Result<usize, Reject> {
         let data = DataOpts {
-            special: self.special && kind == ValueKind::Input,
+            special: self.special && kind == ValueKind::Input && dtype.is_float(),
             ..Default::default()
         };
         let Some(tensor) = random_tensor(&mut self.rng, dtype, &shape, &data) else {

@@ -172,7 +172,7 @@ impl Gen<'_> {
             || var.is_some_and(|v| hints.consts.contains(&v))
             || random_const;
         let data = DataOpts {
-            special: self.special && !konst,
+            special: self.special && !konst && (self.special_ints || dtype.is_float()),
             positive: opts.positive,
             small: var.is_some_and(|v| hints.small.contains(&v)),
             fill: var.and_then(|v| hints.fill.get(&v).copied()),
