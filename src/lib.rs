@@ -45,6 +45,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod fuzz;
 pub mod info;
 mod model;
 pub mod optimize;

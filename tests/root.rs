@@ -3,6 +3,7 @@
 //! `onnx_testdata::require_shared!`, which skips them when it is absent.
 
 mod cli;
+mod fuzz;
 mod pipeline;
 mod pipelines;
 mod rules;

@@ -30,10 +30,10 @@
 //! assert!(v.passed(&opts));
 //! ```
 
-mod choice;
+pub(crate) mod choice;
 mod compare;
 mod engine;
-mod gen;
+pub(crate) mod gen;
 mod hints;
 mod ops;
 #[cfg(test)]

@@ -441,9 +441,22 @@ impl Emitter<'_> {
                 }
             }
             let last_used = used.keys().next_back().map_or(0, |&i| i + 1);
-            let n_out = last_used
-                .max(info.min_outputs)
-                .min(info.n_outputs.max(last_used));
+            // Variadic outputs are all written: their count is meaning (Split without sizes
+            // splits evenly into as many parts as it has outputs).
+            let variadic = onnx_schema::registry()
+                .lookup(&info.domain, &info.op_type, info.since_version)
+                .is_some_and(|s| {
+                    s.outputs.last().map(|f| f.option) == Some(onnx_schema::ParamOption::Variadic)
+                });
+            // Past the minimum, every output is written: some ops allow no count in between
+            // (BatchNormalization-7 takes 1 or 5 outputs).
+            let n_out = if variadic || last_used > info.min_outputs {
+                info.n_outputs.max(last_used)
+            } else {
+                last_used
+                    .max(info.min_outputs)
+                    .min(info.n_outputs.max(last_used))
+            };
             let mut outs = Vec::with_capacity(n_out);
             for i in 0..n_out {
                 let name = match used.get(&i) {

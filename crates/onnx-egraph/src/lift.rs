@@ -169,10 +169,20 @@ pub fn lift_graph(
             builder = builder.outer(name, id);
         }
         let mut n_out = node.outputs.len();
-        if let Some(s) = builder.schema() {
+        // Never for variadic outputs: their count is meaning (Split without sizes splits
+        // evenly into as many parts as it has outputs).
+        let variadic_out = |s: &onnx_schema::OpSchema| {
+            s.outputs.last().map(|f| f.option) == Some(onnx_schema::ParamOption::Variadic)
+        };
+        if let Some(s) = builder.schema().filter(|s| !variadic_out(s)) {
             let keep = s.min_output.max(1);
             while n_out > keep && node.outputs[n_out - 1].is_none_or(|v| !consumed.contains(&v)) {
                 n_out -= 1;
+            }
+            // All or the minimum: some ops allow no count in between (BatchNormalization-7
+            // takes 1 or 5 outputs).
+            if n_out > keep {
+                n_out = node.outputs.len();
             }
         }
         let (id, enode) = builder.outputs(n_out).add_to(&mut egraph)?;

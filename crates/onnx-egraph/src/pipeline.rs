@@ -252,16 +252,41 @@ fn optimize_graph(
 /// The input nodes whose value has no e-node legal at `target`: nothing equivalent can be
 /// written there. (A class folded to a constant is always expressible.)
 fn not_expressible(lifted: &Lifted, graph: &Graph, target: i64) -> Vec<String> {
+    use egg::Language as _;
     let eg = &lifted.egraph;
+    // A class is expressible when one of its nodes is legal at the target and reads only
+    // expressible classes (a legal node over an illegal child does not help).
+    let mut expressible: std::collections::BTreeSet<egg::Id> = Default::default();
+    loop {
+        let before = expressible.len();
+        for c in eg.classes() {
+            if !expressible.contains(&c.id)
+                && c.nodes.iter().any(|n| {
+                    crate::extract::legal_at(eg, n, target)
+                        && n.children()
+                            .iter()
+                            .all(|k| expressible.contains(&eg.find(*k)))
+                })
+            {
+                expressible.insert(c.id);
+            }
+        }
+        if expressible.len() == before {
+            break;
+        }
+    }
     let mut out = Vec::new();
     for origin in &lifted.origins {
         let Some(class) = eg.lookup(origin.enode.clone()) else {
             continue;
         };
-        if eg[class]
-            .nodes
-            .iter()
-            .any(|n| crate::extract::legal_at(eg, n, target))
+        // The nodes where expressibility is lost: not expressible over expressible inputs.
+        if expressible.contains(&eg.find(class))
+            || !origin
+                .enode
+                .children()
+                .iter()
+                .all(|k| expressible.contains(&eg.find(*k)))
         {
             continue;
         }

@@ -797,8 +797,10 @@ fn check_input(name: &str, declared: &DeclaredType, value: &Value) -> Result<()>
             )));
         }
         for (axis, (want, got)) in dims.iter().zip(t.shape()).enumerate() {
-            if let Some(w) = want {
-                if *w != *got as i64 {
+            // A declared dim that is not positive (-1, as some exporters write for unknown)
+            // constrains nothing.
+            if let Some(w) = want.filter(|w| *w >= 0) {
+                if w != *got as i64 {
                     return Err(err(format!(
                         "dimension {axis} must be {w}, got shape {:?}",
                         t.shape()

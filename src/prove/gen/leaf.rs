@@ -87,7 +87,11 @@ impl Gen<'_> {
                 return d;
             }
         }
-        self.dtype
+        allowed
+            .iter()
+            .filter_map(|t| dtype_of_type_str(t))
+            .find(|&d| d != DType::String)
+            .unwrap_or(self.dtype)
     }
 
     /// Makes free input `i` a leaf of `shape` (hints may change it); returns the actual shape.
@@ -168,7 +172,7 @@ impl Gen<'_> {
             || var.is_some_and(|v| hints.consts.contains(&v))
             || random_const;
         let data = DataOpts {
-            special: self.special && !konst,
+            special: self.special && !konst && (self.special_ints || dtype.is_float()),
             positive: opts.positive,
             small: var.is_some_and(|v| hints.small.contains(&v)),
             fill: var.and_then(|v| hints.fill.get(&v).copied()),

@@ -18,6 +18,7 @@ use onnx_schema::{OpSchema, ParamOption};
 use super::choice::{mix, random_tensor, Choices, DataOpts, SplitMix};
 use super::hints::{Facts, GVal, Hints};
 
+pub(crate) mod dag;
 mod leaf;
 mod node;
 
@@ -243,6 +244,8 @@ pub(crate) struct Gen<'a> {
     pub dtype: DType,
     /// NaN/Inf/-0 (and integer extremes) may appear in data.
     pub special: bool,
+    /// Integer extremes too (off for whole models: an extreme read as a size allocates it).
+    pub special_ints: bool,
     pub ch: Choices<'a>,
     pub rng: SplitMix,
     /// Dims of this instance are drawn from here ({1, a, b} and sometimes 0).
@@ -286,6 +289,7 @@ pub(crate) fn generate(
         opset,
         dtype,
         special,
+        special_ints: true,
         ch,
         rng: SplitMix::new(data_seed),
         pool,

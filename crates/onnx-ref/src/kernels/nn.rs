@@ -429,9 +429,10 @@ fn rms_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
             }
         }
     }
+    // Y has the scale's type (V), which may differ from X's (T).
     one(super::cast_tensor(
         &Tensor::from_vec(&shape, y)?,
-        x.dtype(),
+        scale.dtype(),
     )?)
 }
 

@@ -29,6 +29,8 @@ fn window(
     if n < 0 {
         return Err(ctx.err(format!("size {n} must be non-negative")));
     }
+    // A size read from data: refuse one past the allocation limit instead of aborting.
+    crate::tensor::check_size("window", &[n as usize]).map_err(|e| e.in_node(&ctx.node_ref()))?;
     let periodic = ctx.attr_int("periodic", 1)? == 1;
     let code = ctx.attr_int("output_datatype", DType::Float.code() as i64)?;
     let dtype = DType::from_code(code as i32)
