@@ -280,14 +280,20 @@ fn not_expressible(lifted: &Lifted, graph: &Graph, target: i64) -> Vec<String> {
         let Some(class) = eg.lookup(origin.enode.clone()) else {
             continue;
         };
-        // The nodes where expressibility is lost: not expressible over expressible inputs.
-        if expressible.contains(&eg.find(class))
-            || !origin
-                .enode
-                .children()
-                .iter()
-                .all(|k| expressible.contains(&eg.find(*k)))
-        {
+        // Listed: every node that cannot be written at the target itself — its class has no
+        // legal node at all, or it loses expressibility over expressible inputs. A node whose
+        // only trouble is an input listed already is not repeated.
+        let class = eg.find(class);
+        let has_legal = eg[class]
+            .nodes
+            .iter()
+            .any(|n| crate::extract::legal_at(eg, n, target));
+        let inputs_ok = origin
+            .enode
+            .children()
+            .iter()
+            .all(|k| expressible.contains(&eg.find(*k)));
+        if expressible.contains(&class) || (has_legal && !inputs_ok) {
             continue;
         }
         let node = graph.node(origin.node);
