@@ -274,28 +274,32 @@ fn optimization_is_deterministic() {
 
 #[test]
 fn a_target_opset_forbids_ops_bound_to_other_versions() {
-    // Relu binds Relu-14 at opset 17; at target 13 it would bind Relu-13: not the same op, and
-    // without conversion rules there is no legal graph.
-    let text = r#"
-        <ir_version: 8, opset_import: ["" : 17]>
-        g (float[2,3] x) => (float[2,3] y) {
-            y = Relu(x)
-        }"#;
-    let model = Model::from_proto(onnx_text::parse_model(text).unwrap()).unwrap();
+    // Relu binds Relu-14 at opset 17; at target 13 it would bind Relu-13, which takes floats
+    // only: an int32 Relu has no legal graph there, a float one is rebound to Relu-13.
+    let relu = |ty: &str| {
+        let text = format!(
+            "<ir_version: 8, opset_import: [\"\" : 17]>\ng ({ty}[2,3] x) => ({ty}[2,3] y) {{\n  y = Relu(x)\n}}"
+        );
+        Model::from_proto(onnx_text::parse_model(&text).unwrap()).unwrap()
+    };
     let at = |target| OptimizeOptions {
         target_opset: Some(target),
         ..Default::default()
     };
     assert!(
-        optimize_model(&model, at(14)).is_ok(),
+        optimize_model(&relu("int32"), at(14)).is_ok(),
         "Relu-14 is legal at 14"
     );
-    let err = optimize_model(&model, at(13)).unwrap_err().to_string();
+    let err = optimize_model(&relu("int32"), at(13))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("cannot express 1 node(s) at opset 13")
             && err.contains("the node computing 'y' (Relu, version 14; opset 13 has version 13)"),
         "{err}"
     );
+    let (converted, _) = optimize_model(&relu("float"), at(13)).unwrap();
+    assert_eq!(converted.opset_imports[0].version, 13);
 }
 
 /// A declared dim of -1 means "unknown" (some exporters write it; onnx.checker accepts it):
