@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 use onnx_proto::attribute_proto::AttributeType;
-use onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+use onnx_proto::{AttributeProto, ModelProto, NodeProto, OperatorSetIdProto};
 use onnx_ref::DType;
 use onnx_rules::ir::Rule;
 use onnx_rules::params::{logical_params, ParamLoc};
@@ -519,32 +519,7 @@ impl Gen<'_> {
                 None => return self.reject("no node output"),
             }
         }
-        let reg = onnx_schema::registry();
-        let ir = reg
-            .min_ir_version_for_opset(self.opset)
-            .unwrap_or(10)
-            .max(3);
-        let mut graph = GraphProto {
-            name: Some("fuzz".into()),
-            node: std::mem::take(&mut self.nodes),
-            ..Default::default()
-        };
-        let mut inputs = Vec::new();
-        for (k, v) in self.values.iter().enumerate() {
-            match v.kind {
-                ValueKind::Input => {
-                    graph.input.push(self.value_info(k, self.symbolic));
-                    inputs.push((v.name.clone(), v.tensor.clone(), v.data));
-                }
-                ValueKind::Init => {
-                    graph.initializer.push(v.tensor.to_proto(&v.name));
-                    if ir < 4 {
-                        graph.input.push(self.value_info(k, false));
-                    }
-                }
-                ValueKind::Node => {}
-            }
-        }
+        let (ir, mut graph, inputs) = self.graph_of_leaves("fuzz");
         if inputs.is_empty() {
             return self.reject("no graph input");
         }

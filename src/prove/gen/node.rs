@@ -291,32 +291,8 @@ impl Gen<'_> {
                 }
             }
         }
-        let reg = onnx_schema::registry();
-        let ir = reg
-            .min_ir_version_for_opset(self.opset)
-            .unwrap_or(10)
-            .max(3);
-        let mut graph = GraphProto {
-            name: Some(self.rule.name.clone()),
-            node: std::mem::take(&mut self.nodes),
-            ..Default::default()
-        };
-        let mut inputs = Vec::new();
-        for (k, v) in self.values.iter().enumerate() {
-            match v.kind {
-                ValueKind::Input => {
-                    graph.input.push(self.value_info(k, self.symbolic));
-                    inputs.push((v.name.clone(), v.tensor.clone(), v.data));
-                }
-                ValueKind::Init => {
-                    graph.initializer.push(v.tensor.to_proto(&v.name));
-                    if ir < 4 {
-                        graph.input.push(self.value_info(k, false));
-                    }
-                }
-                ValueKind::Node => {}
-            }
-        }
+        let name = self.rule.name.clone();
+        let (ir, mut graph, inputs) = self.graph_of_leaves(&name);
         if inputs.is_empty() {
             return self.reject("no graph input (everything constant)");
         }
@@ -381,4 +357,40 @@ fn to_attribute(name: &str, ty: AttributeType, v: &AVal) -> Option<AttributeProt
         _ => return None,
     }
     Some(a)
+}
+
+impl Gen<'_> {
+    /// The IR version of the instance's opset, and the graph of its nodes with its inputs and
+    /// initializers (also listed as inputs below IR 4); returns the inputs' data too.
+    pub(crate) fn graph_of_leaves(
+        &mut self,
+        name: &str,
+    ) -> (i64, GraphProto, Vec<(String, Tensor, DataOpts)>) {
+        let ir = onnx_schema::registry()
+            .min_ir_version_for_opset(self.opset)
+            .unwrap_or(10)
+            .max(3);
+        let mut graph = GraphProto {
+            name: Some(name.to_string()),
+            node: std::mem::take(&mut self.nodes),
+            ..Default::default()
+        };
+        let mut inputs = Vec::new();
+        for (k, v) in self.values.iter().enumerate() {
+            match v.kind {
+                ValueKind::Input => {
+                    graph.input.push(self.value_info(k, self.symbolic));
+                    inputs.push((v.name.clone(), v.tensor.clone(), v.data));
+                }
+                ValueKind::Init => {
+                    graph.initializer.push(v.tensor.to_proto(&v.name));
+                    if ir < 4 {
+                        graph.input.push(self.value_info(k, false));
+                    }
+                }
+                ValueKind::Node => {}
+            }
+        }
+        (ir, graph, inputs)
+    }
 }
