@@ -245,6 +245,11 @@ fn squeeze(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
             _ => Out::default(),
         }]);
     };
+    // An empty axes list reads as no axes, as onnxruntime and the interpreter's kernel read it
+    // (onnx's own inference and reference squeeze none; the spec says only what an absent list
+    // means). The rules never rewrite a Squeeze whose list is empty, so only folding and types
+    // depend on this reading, and they share it with the kernel.
+    let axes = axes.filter(|a| !a.is_empty());
     let Some(axes) = axes else {
         if input.iter().any(|d| d.known().is_none()) {
             return Ok(vec![Out::default()]);
