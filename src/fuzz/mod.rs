@@ -257,7 +257,7 @@ pub fn model_opset(model: &Model) -> i64 {
 /// The optimizer configurations a campaign runs on a model of default-domain opset `opset`,
 /// each with its check off (the oracle compares): every built-in optimizing pipeline, the
 /// default one with folding off, and the default one with a target opset (the next one, or
-/// the previous one at the newest opset).
+/// the previous one at the newest opset, and one seven opsets away: down from 14, else up).
 pub fn campaign(opset: i64) -> Vec<(String, crate::Optimizer)> {
     use crate::{FoldOptions, Optimizer, Pipeline};
     let builtin = |name: &str| {
@@ -267,6 +267,11 @@ pub fn campaign(opset: i64) -> Vec<(String, crate::Optimizer)> {
     };
     let latest = onnx_schema::registry().max_opset("").unwrap_or(opset);
     let target = if opset < latest { opset + 1 } else { opset - 1 };
+    let far = if opset >= 14 {
+        opset - 7
+    } else {
+        (opset + 7).min(latest)
+    };
     vec![
         ("default".into(), builtin("default")),
         ("fast".into(), builtin("fast")),
@@ -281,6 +286,10 @@ pub fn campaign(opset: i64) -> Vec<(String, crate::Optimizer)> {
         (
             format!("default, target opset {target}"),
             builtin("default").target_opset(target),
+        ),
+        (
+            format!("default, target opset {far}"),
+            builtin("default").target_opset(far),
         ),
     ]
 }

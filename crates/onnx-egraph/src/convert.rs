@@ -74,6 +74,16 @@ pub const ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR: &[(&str, &str)] = &[
     ("Resize", "nearest_mode"),
 ];
 
+/// Logical parameters whose absence means something else as an attribute than as an input:
+/// (op, parameter, the value an absent input means). Clip before 11 clips to the float type's
+/// lowest and highest values when `min`/`max` are not set, which moves `-inf`/`inf`; an absent
+/// input from 11 does not clip at all. Going up, the lifted node already holds the attribute's
+/// default, which becomes the input; going down, an absent input becomes the infinity.
+const ABSENT_PARAM_MEANS: &[(&str, &str, f64)] = &[
+    ("Clip", "min", f64::NEG_INFINITY),
+    ("Clip", "max", f64::INFINITY),
+];
+
 /// Adds, to every class holding a default-domain operator not legal at `target`, the same
 /// operator bound to the target's version where that computes the same function; returns how
 /// many nodes it added. The caller rebuilds the e-graph.
@@ -127,7 +137,7 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
         } = plan;
         let mut ok = true;
         for (slot, v) in literals {
-            match literal_input(eg, to, slot, &v, &given).or_else(|_| float_literal(eg, &v)) {
+            match literal_input(eg, to, slot, &v, &given) {
                 Ok(id) => builder = builder.input(slot, Some(id)),
                 Err(_) => ok = false,
             }
@@ -151,14 +161,6 @@ struct Plan {
     /// The regular inputs, by slot (literals take their element type from them).
     given: std::collections::BTreeMap<usize, Option<Id>>,
     literals: Vec<(usize, Val)>,
-}
-
-/// A float32 constant (a logical parameter whose type parameter no other input fixes, such
-/// as Dropout's ratio).
-fn float_literal(eg: &mut OnnxEGraph, v: &Val) -> Result<Id, String> {
-    let t = crate::rules::to_tensor(v, 1).ok_or("not a float")?;
-    let k = eg.analysis.consts.intern(t);
-    Ok(eg.add(ONode::leaf(NodeKind::Const(k))))
 }
 
 /// The builder of the node at the target's version, when the two versions are the same
@@ -228,6 +230,13 @@ fn rebuild(
             }
             (ParamLoc::Input(slot), ParamLoc::Attr(a)) => {
                 let v = roles.input(slot).filter(|&v| !absent(Some(v)));
+                if v.is_none() {
+                    if let Some(meaning) = absent_means(&info.op_type, &p.name) {
+                        let ty = to.attributes.iter().find(|t| t.name == a)?.ty;
+                        let proto = crate::rules::to_attribute(a, ty, &Val::Float(meaning))?;
+                        moved_attrs.push((a.to_string(), proto));
+                    }
+                }
                 if let Some(v) = v {
                     let k = eg[v].nodes.iter().find_map(|n| match n.kind {
                         NodeKind::Const(k) => Some(k),
@@ -347,6 +356,13 @@ fn rebuild(
     })
 }
 
+fn absent_means(op: &str, param: &str) -> Option<f64> {
+    ABSENT_PARAM_MEANS
+        .iter()
+        .find(|(o, p, _)| *o == op && *p == param)
+        .map(|x| x.2)
+}
+
 /// Ops whose logical parameters are not moved by rebinding: their moves change more than
 /// where a value lives (TopK's `k` becomes a 1-element tensor, Upsample and Resize change their
 /// inputs and modes, Reshape-1 has no `shape` input at all).
@@ -373,15 +389,26 @@ fn same_value(a: &onnx_proto::AttributeProto, b: &onnx_proto::AttributeProto) ->
 /// Whether the element types of the node's present inputs, and of its value, are allowed by
 /// the target schema's type constraints.
 fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, n_attrs: usize, to: &OpSchema) -> bool {
-    let allowed = |type_str: &str, ty: Option<String>| -> bool {
+    // A type parameter binds one type across the inputs and outputs it names (QuantizeLinear-19
+    // ties `y_scale` to `x`, where 13 fixed it to float).
+    let mut bound: std::collections::BTreeMap<String, String> = Default::default();
+    let mut allowed = |type_str: &str, ty: Option<String>, homogeneous: bool| -> bool {
+        let Some(ty) = ty else {
+            return false;
+        };
         match to
             .type_constraints
             .iter()
             .find(|t| t.type_param == type_str)
         {
             // A fixed type (`tensor(float)`): the value must have it.
-            None => ty.is_some_and(|t| t == type_str),
-            Some(tc) => ty.is_some_and(|t| tc.allowed.contains(&t)),
+            None => ty == type_str,
+            Some(tc) => {
+                if !tc.allowed.contains(&ty) {
+                    return false;
+                }
+                !homogeneous || bound.entry(type_str.to_string()).or_insert(ty.clone()) == &ty
+            }
         }
     };
     let type_of = |id: Id| eg[id].data.ty.as_ref().and_then(onnx_schema::type_str_of);
@@ -401,12 +428,14 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, n_attrs: usize, to: &
             // An outer-scope value of a subgraph attribute: not an input.
             break;
         };
-        if !allowed(&param.type_str, type_of(child)) {
+        if !allowed(&param.type_str, type_of(child), param.is_homogeneous) {
             return false;
         }
     }
     match to.outputs.first() {
-        Some(out) if to.outputs.len() == 1 => allowed(&out.type_str, type_of(class)),
+        Some(out) if to.outputs.len() == 1 => {
+            allowed(&out.type_str, type_of(class), out.is_homogeneous)
+        }
         // Tuples: their projections are checked as inputs where they are read.
         _ => true,
     }

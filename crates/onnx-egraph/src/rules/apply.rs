@@ -306,19 +306,54 @@ pub(crate) fn literal_input(
     let dtype = if let Some(inner) = ts.strip_prefix("tensor(").and_then(|x| x.strip_suffix(')')) {
         onnx_schema::element_type_from_name(inner).map(|d| d as i32)
     } else {
-        given.iter().find_map(|(&o, id)| {
-            let id = (*id)?;
-            if type_str(o).as_deref() != Some(ts.as_str()) {
-                return None;
-            }
-            let ty = eg[id].data.ty.as_ref()?;
-            onnx_schema::infer::elem_type_of(ty).filter(|&e| e != 0)
-        })
+        given
+            .iter()
+            .find_map(|(&o, id)| {
+                let id = (*id)?;
+                if type_str(o).as_deref() != Some(ts.as_str()) {
+                    return None;
+                }
+                let ty = eg[id].data.ty.as_ref()?;
+                onnx_schema::infer::elem_type_of(ty).filter(|&e| e != 0)
+            })
+            .or_else(|| constraint_type(schema, &ts, v))
     }
     .ok_or_else(|| format!("cannot tell the element type of a literal input of {op_type}"))?;
     let t = to_tensor(v, dtype).ok_or_else(|| format!("literal {v:?} does not fit its type"))?;
     let k = eg.analysis.consts.intern(t);
     Ok(eg.add(ONode::leaf(NodeKind::Const(k))))
+}
+
+/// The element type of a literal whose type parameter no given input fixes (Slice's `starts`
+/// from an attribute, Dropout's `ratio`): the constraint's one type, or int64 for integers and
+/// float for other numbers where the constraint allows them.
+fn constraint_type(schema: &onnx_schema::OpSchema, type_param: &str, v: &Val) -> Option<i32> {
+    let allowed = &schema
+        .type_constraints
+        .iter()
+        .find(|t| t.type_param == type_param)?
+        .allowed;
+    let code = |name: &str| {
+        let inner = name.strip_prefix("tensor(")?.strip_suffix(')')?;
+        onnx_schema::element_type_from_name(inner).map(|d| d as i32)
+    };
+    if let [only] = allowed.as_slice() {
+        return code(only);
+    }
+    let integral = |x: &Val| matches!(x, Val::Int(_) | Val::Bool(_));
+    let is_int = match v {
+        Val::List(l) => l.iter().all(integral),
+        other => integral(other),
+    };
+    let preferred = if is_int {
+        "tensor(int64)"
+    } else {
+        "tensor(float)"
+    };
+    allowed
+        .iter()
+        .find(|t| t.as_str() == preferred)
+        .and_then(|t| code(t))
 }
 
 /// Why a union was refused, or `None` when it is sound to make.

@@ -255,8 +255,10 @@ fn clip(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
         .into_shared()
     }
     if ctx.opset < 11 {
-        let lo = ctx.attr_opt_float("min")?.map(f64::from);
-        let hi = ctx.attr_opt_float("max")?.map(f64::from);
+        // Before 11 the bounds are attributes whose defaults are the float range, so an
+        // unset bound still moves -inf/inf (as onnxruntime's Clip-6 does).
+        let lo = Some(ctx.attr_opt_float("min")?.unwrap_or(f32::MIN).into());
+        let hi = Some(ctx.attr_opt_float("max")?.unwrap_or(f32::MAX).into());
         return one(
             map_numeric!(t, a => clip_of(a, lo.map(Num::from_f64), hi.map(Num::from_f64)), other => return Err(unsupported(ctx, other))),
         );
