@@ -100,9 +100,22 @@ fn main() {
         trials: args.trials,
     };
     if let Some(seed) = args.case {
-        let Generated::Case(case) = generate_case(seed, &opts) else {
-            eprintln!("seed {seed:#018x} gives no runnable model");
-            std::process::exit(2);
+        let case = match generate_case(seed, &opts) {
+            Generated::Case(case) => case,
+            Generated::Rejected(why) => {
+                eprintln!("seed {seed:#018x} gives no model: {why}");
+                std::process::exit(2);
+            }
+            Generated::CheckerRejected { text, errors } => {
+                println!("{text}");
+                eprintln!("seed {seed:#018x}: the checker rejects the model: {errors:#?}");
+                std::process::exit(2);
+            }
+            Generated::NotRunnable { text, error } => {
+                println!("{text}");
+                eprintln!("seed {seed:#018x}: the model does not run: {error}");
+                std::process::exit(2);
+            }
         };
         println!("{}", case.text());
         for (config, optimizer) in campaign(model_opset(&case.model)) {
@@ -116,7 +129,8 @@ fn main() {
     let mut n = Counts::default();
     let mut coverage = Coverage::default();
     let mut by_check: BTreeMap<String, u64> = BTreeMap::new();
-    let mut checker_errors: BTreeMap<String, u64> = BTreeMap::new();
+    // Per first error: how many models, and the first seed (to replay with --case).
+    let mut checker_errors: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut last_report = Instant::now();
     let mut i = 0u64;
     while Instant::now() < deadline {
@@ -136,7 +150,7 @@ fn main() {
                     .chars()
                     .take(90)
                     .collect();
-                *checker_errors.entry(key).or_insert(0) += 1;
+                checker_errors.entry(key).or_insert((0, seed)).0 += 1;
                 continue;
             }
             Generated::NotRunnable { .. } => {
@@ -232,10 +246,32 @@ fn main() {
         coverage.settings()
     );
     println!("never generated: {}", coverage.missing().join(" "));
+    let nest = coverage.nesting();
+    let per_op = |op: &str| {
+        format!(
+            "{op} {} in {} models",
+            nest.nodes.get(op).copied().unwrap_or(0),
+            nest.models.get(op).copied().unwrap_or(0)
+        )
+    };
+    println!(
+        "control flow: {}, {}, {}; {} nodes in subgraphs",
+        per_op("If"),
+        per_op("Loop"),
+        per_op("Scan"),
+        nest.subgraph_nodes
+    );
+    println!(
+        "local functions: {} in {} models, {} calls, {} nodes in bodies",
+        nest.functions,
+        nest.models.get("function").copied().unwrap_or(0),
+        nest.calls,
+        nest.function_nodes
+    );
     if !checker_errors.is_empty() {
         println!("checker rejections (generator bugs):");
-        for (e, k) in &checker_errors {
-            println!("  {k:>5}  {e}");
+        for (e, (k, seed)) in &checker_errors {
+            println!("  {k:>5}  {e}  (first: --case {seed:#018x})");
         }
     }
     if n.failures > 0 {

@@ -1,12 +1,14 @@
-//! Shrinking a failing case: drop graph outputs one at a time, then the nodes, inputs and
-//! initializers nothing reads any more, as long as the same check still fails.
+//! Shrinking a failing case: drop graph outputs one at a time, then the nodes, inputs,
+//! initializers and model-local functions nothing reads or calls any more, as long as the same
+//! check still fails.
 
 use std::collections::BTreeSet;
 
 use onnx_ir::Model;
-use onnx_proto::ModelProto;
+use onnx_proto::{ModelProto, NodeProto};
 
 use super::{check_case, FailedCheck, FuzzCase, Verdict};
+use crate::prove::gen::control::outer_reads;
 use crate::Optimizer;
 
 /// The smallest case found (by dropping outputs and what only they used) that still fails
@@ -62,8 +64,52 @@ fn without_output(case: &FuzzCase, k: usize) -> Option<FuzzCase> {
     })
 }
 
-/// Removes nodes whose outputs nobody reads, then unread inputs (one stays) and initializers.
+/// Removes nodes whose outputs nobody reads (subgraphs read by name too), then unread inputs
+/// (one stays), initializers and model-local functions nothing calls.
 fn prune(proto: &mut ModelProto) {
+    prune_graph(proto);
+    // Functions called from the graph, then from the functions they call.
+    let mut called: BTreeSet<(String, String)> = BTreeSet::new();
+    if let Some(g) = &proto.graph {
+        calls(&g.node, &mut called);
+    }
+    loop {
+        let before = called.len();
+        for f in &proto.functions {
+            let id = (
+                f.domain.clone().unwrap_or_default(),
+                f.name.clone().unwrap_or_default(),
+            );
+            if called.contains(&id) {
+                calls(&f.node, &mut called);
+            }
+        }
+        if called.len() == before {
+            break;
+        }
+    }
+    proto.functions.retain(|f| {
+        called.contains(&(
+            f.domain.clone().unwrap_or_default(),
+            f.name.clone().unwrap_or_default(),
+        ))
+    });
+}
+
+/// (domain, op type) of the non-default-domain nodes of a list and their subgraphs.
+fn calls(nodes: &[NodeProto], out: &mut BTreeSet<(String, String)>) {
+    for n in nodes {
+        let domain = n.domain.clone().unwrap_or_default();
+        if !domain.is_empty() && domain != "ai.onnx" {
+            out.insert((domain, n.op_type.clone().unwrap_or_default()));
+        }
+        for g in n.attribute.iter().flat_map(|a| a.g.iter().chain(&a.graphs)) {
+            calls(&g.node, out);
+        }
+    }
+}
+
+fn prune_graph(proto: &mut ModelProto) {
     let Some(g) = proto.graph.as_mut() else {
         return;
     };
@@ -71,6 +117,7 @@ fn prune(proto: &mut ModelProto) {
         let mut live: BTreeSet<String> = g.output.iter().filter_map(|o| o.name.clone()).collect();
         for n in &g.node {
             live.extend(n.input.iter().cloned());
+            live.extend(outer_reads(n));
         }
         let before = g.node.len();
         g.node.retain(|n| n.output.iter().any(|o| live.contains(o)));

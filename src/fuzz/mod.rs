@@ -35,7 +35,7 @@ use onnx_ref::{Session, Value};
 use crate::prove::choice::SplitMix;
 use crate::prove::gen::dag;
 
-pub use coverage::{default_domain_ops, Coverage};
+pub use coverage::{default_domain_ops, Coverage, Nesting};
 pub use minimize::minimize;
 pub use oracle::{check_case, FailedCheck, Failure, Verdict};
 

@@ -1,7 +1,9 @@
 //! The oracle: optimize a case and check the result.
 //!
 //! 1. The optimization runs under `catch_unwind`: a panic is a failure; an `Err` is a failure
-//!    too, except `NotExpressible` under a target opset (a refusal the user is told about).
+//!    too, except `NotExpressible` under a target opset and `Unsupported` (a conversion the
+//!    optimizer documents it does not do, such as a model with local functions to another
+//!    opset): refusals the user is told about.
 //! 2. The result passes `onnx_ir::check_model`.
 //! 3. Graph inputs (initializers aside) and outputs keep their names, order and element types.
 //! 4. On every trial where the original runs, the optimized model runs and its outputs equal
@@ -65,7 +67,8 @@ pub enum Verdict {
         /// Trials compared (those where the original runs).
         trials: usize,
     },
-    /// The optimizer refused cleanly: no equivalent at the target opset.
+    /// The optimizer refused cleanly: no equivalent at the target opset, or a documented
+    /// unsupported conversion.
     Refused(String),
     /// A check failed.
     Failed(Failure),
@@ -121,7 +124,7 @@ fn optimize_caught(case: &FuzzCase, optimizer: &Optimizer) -> Result<onnx_ir::Mo
     match run {
         Ok(Ok(out)) => Ok(out.model),
         Ok(Err(Error::Optimize {
-            source: e @ EGraphError::NotExpressible { .. },
+            source: e @ (EGraphError::NotExpressible { .. } | EGraphError::Unsupported(_)),
             ..
         })) => Err(Verdict::Refused(e.to_string())),
         Ok(Err(e)) => {

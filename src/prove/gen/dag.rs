@@ -5,27 +5,30 @@
 //! evaluated at once, so a combination the kernels refuse is dropped where it is made and the
 //! generator tries another operator. Graph inputs, initializers, `Constant` nodes, values read
 //! by several nodes, several outputs (sinks and intermediate values), a graph input or an
-//! initializer as an output, symbolic dims and dims of 0 and 1 all occur.
+//! initializer as an output, symbolic dims and dims of 0 and 1 all occur. One model in four
+//! may also hold If, Loop and Scan nodes and model-local functions ([`super::control`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 use onnx_proto::attribute_proto::AttributeType;
-use onnx_proto::{AttributeProto, ModelProto, NodeProto, OperatorSetIdProto};
+use onnx_proto::{AttributeProto, ModelProto, NodeProto};
 use onnx_ref::DType;
 use onnx_rules::ir::Rule;
 use onnx_rules::params::{logical_params, ParamLoc};
 use onnx_schema::{OpSchema, ParamOption};
 
+use super::control::{self, outer_reads};
 use super::{
     dtype_of_type_str, AState, AVal, AttrSlot, Gen, GenValue, Instance, Loc, OpCall, Reject, Slot,
     ValueKind,
 };
-use crate::prove::choice::{random_tensor, Choices, DataOpts, SplitMix};
+use crate::prove::choice::{mix, random_tensor, Choices, DataOpts, SplitMix};
 use crate::prove::hints::Hints;
 
-/// Operators never drawn: their attributes are subgraphs (If, Loop, Scan, SequenceMap), or
-/// they are written by the generator itself (Constant).
+/// Operators never drawn from their schemas: their attributes are subgraphs (If, Loop and
+/// Scan are built by [`super::control`]; SequenceMap is not built), or they are written by
+/// the generator itself (Constant).
 const SKIPPED: &[&str] = &["If", "Loop", "Scan", "SequenceMap", "Constant"];
 
 /// Nondeterministic operators: their outputs are compared by type only.
@@ -144,6 +147,7 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
         by_name: BTreeMap::new(),
         memo: BTreeMap::new(),
         symbolic,
+        nest: control::Nesting::default(),
     };
     g.base = g.shape_of_rank(rank);
     let base = g.base.clone();
@@ -167,24 +171,12 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
             if kind == ValueKind::Init { "w" } else { "x" },
         )?;
     }
-    let ops = candidate_ops(opset);
+    g.nest.ops = candidate_ops(opset);
+    // Decided from the data seed, not a draw: a model without control flow reads the same
+    // draws as before control flow existed.
+    g.nest.enabled = mix(data_seed, 0xc0).is_multiple_of(4);
     let target = 1 + g.ch.below(max_nodes.max(1));
-    let mut built = 0;
-    let mut node_attempts = 0;
-    while built < target && node_attempts < 6 * target {
-        node_attempts += 1;
-        let mark = g.mark();
-        let r = if g.ch.one_in(12) {
-            g.add_constant_node()
-        } else {
-            let op = ops[g.ch.below(ops.len())];
-            g.add_schema_node(op)
-        };
-        match r {
-            Ok(()) => built += 1,
-            Err(_) => g.rollback(mark),
-        }
-    }
+    let built = g.random_nodes(target);
     if built == 0 {
         return g.reject("no node could be built");
     }
@@ -193,30 +185,33 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
 }
 
 /// How far the generator got, to roll back a node that could not be built.
-struct Mark {
+pub(super) struct Mark {
     values: usize,
     nodes: usize,
     names: BTreeSet<String>,
+    functions: usize,
 }
 
 impl Gen<'_> {
-    fn mark(&self) -> Mark {
+    pub(super) fn mark(&self) -> Mark {
         Mark {
             values: self.values.len(),
             nodes: self.nodes.len(),
             names: self.names.clone(),
+            functions: self.functions_defined(),
         }
     }
 
-    fn rollback(&mut self, m: Mark) {
+    pub(super) fn rollback(&mut self, m: Mark) {
         for v in self.values.drain(m.values..) {
             self.by_name.remove(&v.name);
         }
         self.nodes.truncate(m.nodes);
         self.names = m.names;
+        self.forget_functions(m.functions);
     }
 
-    fn add_leaf(
+    pub(super) fn add_leaf(
         &mut self,
         shape: Vec<usize>,
         dtype: DType,
@@ -240,7 +235,7 @@ impl Gen<'_> {
     }
 
     /// A `Constant` node holding a small random tensor.
-    fn add_constant_node(&mut self) -> Result<(), Reject> {
+    pub(super) fn add_constant_node(&mut self) -> Result<(), Reject> {
         // Constant-1 holds floating types only.
         let d = if self.opset < 9 {
             self.ch.pick(&[DType::Float, DType::Double])
@@ -341,7 +336,7 @@ impl Gen<'_> {
     }
 
     /// Adds one node of `op_type` from its schema: inputs, attributes, outputs.
-    fn add_schema_node(&mut self, op_type: &str) -> Result<(), Reject> {
+    pub(super) fn add_schema_node(&mut self, op_type: &str) -> Result<(), Reject> {
         let Some(schema) = onnx_schema::registry().lookup("", op_type, self.opset) else {
             return self.reject(format!("{op_type} does not exist"));
         };
@@ -479,10 +474,10 @@ impl Gen<'_> {
     /// The model: sinks and some intermediate values as outputs, sometimes a graph input or
     /// an initializer too.
     fn finish_model(mut self, data_seed: u64) -> Result<(ModelProto, Instance), Reject> {
-        let read: BTreeSet<&str> = self
+        let read: BTreeSet<String> = self
             .nodes
             .iter()
-            .flat_map(|n| n.input.iter().map(String::as_str))
+            .flat_map(|n| n.input.iter().cloned().chain(outer_reads(n)))
             .collect();
         let mut outputs: Vec<usize> = Vec::new();
         for k in 0..self.values.len() {
@@ -490,7 +485,7 @@ impl Gen<'_> {
             if v.kind != ValueKind::Node {
                 continue;
             }
-            let sink = !read.contains(v.name.as_str());
+            let sink = !read.contains(&v.name);
             let take = if sink {
                 !self.ch.one_in(8)
             } else {
@@ -544,13 +539,11 @@ impl Gen<'_> {
             graph.output.push(self.value_info(k, symbolic));
         }
         let model = ModelProto {
-            ir_version: Some(ir),
-            opset_import: vec![OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(self.opset),
-            }],
+            ir_version: Some(self.ir_with_functions(ir)),
+            opset_import: self.opset_imports(),
             producer_name: Some("onnx-opt fuzz".into()),
             graph: Some(graph),
+            functions: self.function_protos(),
             ..Default::default()
         };
         let size = (0, 0, model.graph.as_ref().map_or(0, |g| g.node.len()));

@@ -18,7 +18,9 @@ use onnx_schema::{OpSchema, ParamOption};
 use super::choice::{mix, random_tensor, Choices, DataOpts, SplitMix};
 use super::hints::{Facts, GVal, Hints};
 
+pub(crate) mod control;
 pub(crate) mod dag;
+mod function;
 mod leaf;
 mod node;
 
@@ -262,6 +264,8 @@ pub(crate) struct Gen<'a> {
     by_name: BTreeMap<String, usize>,
     memo: BTreeMap<String, Vec<usize>>,
     symbolic: bool,
+    /// Control flow and model-local functions (whole models only).
+    nest: control::Nesting,
 }
 
 /// Builds one instance of `rule`'s left side at `opset` with element type `dtype`.
@@ -303,6 +307,7 @@ pub(crate) fn generate(
         by_name: BTreeMap::new(),
         memo: BTreeMap::new(),
         symbolic,
+        nest: control::Nesting::default(),
     };
     g.base = g.shape_of_rank(rank);
     let mut roots = Vec::new();
