@@ -124,6 +124,8 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
         pool.push(0);
     }
     let rank = ch.pick(&[2usize, 3, 1, 4, 0, 2, 3]);
+    // About one model in five (from opset 11) has chains of sequence and optional operators.
+    let containers = opset >= 11 && ch.one_in(5);
     let mut g = Gen {
         rule: model_rule(),
         hints: no_hints(),
@@ -174,7 +176,9 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
     while built < target && node_attempts < 6 * target {
         node_attempts += 1;
         let mark = g.mark();
-        let r = if g.ch.one_in(12) {
+        let r = if containers && (built == 0 || g.ch.one_in(3)) {
+            g.add_container_node()
+        } else if g.ch.one_in(12) {
             g.add_constant_node()
         } else {
             let op = ops[g.ch.below(ops.len())];
@@ -216,7 +220,7 @@ impl Gen<'_> {
         self.names = m.names;
     }
 
-    fn add_leaf(
+    pub(super) fn add_leaf(
         &mut self,
         shape: Vec<usize>,
         dtype: DType,
@@ -236,6 +240,7 @@ impl Gen<'_> {
             tensor,
             kind,
             data,
+            container: None,
         }))
     }
 
@@ -275,6 +280,7 @@ impl Gen<'_> {
             tensor,
             kind: ValueKind::Node,
             data,
+            container: None,
         });
         Ok(())
     }
@@ -320,6 +326,7 @@ impl Gen<'_> {
             _ => None,
         });
         let candidates: Vec<usize> = (0..self.values.len())
+            .filter(|&v| self.values[v].container.is_none())
             .filter(|&v| dtypes.contains(&self.values[v].tensor.dtype()))
             .filter(|&v| {
                 reference
