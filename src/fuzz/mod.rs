@@ -275,14 +275,16 @@ fn split_container_inputs(
     let mut p = proto.clone();
     let mut containers = Vec::new();
     if let Some(g) = p.graph.as_mut() {
-        g.input.retain(|vi| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-            Some(V::SequenceType(_) | V::OptionalType(_)) => {
-                let ty = vi.r#type.clone().unwrap_or_default();
-                containers.push((vi.name.clone().unwrap_or_default(), ty));
-                false
-            }
-            _ => true,
-        });
+        g.input.retain(
+            |vi| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(V::SequenceType(_) | V::OptionalType(_)) => {
+                    let ty = vi.r#type.clone().unwrap_or_default();
+                    containers.push((vi.name.clone().unwrap_or_default(), ty));
+                    false
+                }
+                _ => true,
+            },
+        );
     }
     (p, containers)
 }

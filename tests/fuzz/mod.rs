@@ -181,7 +181,6 @@ fn sequences_and_optionals_pass_the_default_pipeline() {
         if !seq && !opt {
             continue;
         }
-        if std::env::var("SEQDEBUG").is_ok() { eprintln!("seed {seed}\n{}", case.text()); }
         let (name, optimizer) = campaign(model_opset(&case.model))
             .into_iter()
             .find(|(n, _)| n == "default")

@@ -152,9 +152,9 @@ pub(crate) fn elements(v: &Value) -> usize {
 /// kept).
 pub(crate) fn redraw_value(rng: &mut SplitMix, v: &Value, o: &DataOpts) -> Value {
     match v {
-        Value::Tensor(t) => Value::Tensor(
-            random_tensor(rng, t.dtype(), t.shape(), o).unwrap_or_else(|| t.clone()),
-        ),
+        Value::Tensor(t) => {
+            Value::Tensor(random_tensor(rng, t.dtype(), t.shape(), o).unwrap_or_else(|| t.clone()))
+        }
         Value::Sequence(s) => Value::Sequence(Sequence {
             elem_dtype: s.elem_dtype,
             items: s.items.iter().map(|i| redraw_value(rng, i, o)).collect(),
@@ -250,8 +250,8 @@ impl Gen<'_> {
         let v = &self.values[k];
         let c = v.container.as_ref()?;
         let shape = match (&c.value, v.kind) {
-            (Value::Sequence(s), ValueKind::Input) => common_shape(&s.items).map(|dims| {
-                TensorShapeProto {
+            (Value::Sequence(s), ValueKind::Input) => {
+                common_shape(&s.items).map(|dims| TensorShapeProto {
                     dim: dims
                         .iter()
                         .map(|&d| tensor_shape_proto::Dimension {
@@ -263,8 +263,8 @@ impl Gen<'_> {
                             ..Default::default()
                         })
                         .collect(),
-                }
-            }),
+                })
+            }
             _ => None,
         };
         Some(c.ty.type_proto(shape))
@@ -368,7 +368,12 @@ impl Gen<'_> {
     }
 
     /// A scalar (or, with `vector`, 1-D) int64 or int32 constant.
-    fn index_constant(&mut self, vals: Vec<i64>, vector: bool, base: &str) -> Result<usize, Reject> {
+    fn index_constant(
+        &mut self,
+        vals: Vec<i64>,
+        vector: bool,
+        base: &str,
+    ) -> Result<usize, Reject> {
         let d = if self.ch.one_in(4) {
             DType::Int32
         } else {
@@ -554,7 +559,9 @@ impl Gen<'_> {
         let (d, attrs) = if self.ch.one_in(4) {
             (DType::Float, Vec::new())
         } else {
-            let d = self.ch.pick(&[self.dtype, self.dtype, DType::Int64, DType::Float]);
+            let d = self
+                .ch
+                .pick(&[self.dtype, self.dtype, DType::Int64, DType::Float]);
             (d, vec![int_attr("dtype", d.code() as i64)])
         };
         self.add_one(
@@ -610,7 +617,8 @@ impl Gen<'_> {
         let len = self.seq_len(s);
         let p = self.position(len, false)?;
         let inputs = vec![self.name_of(s), self.name_of(p)];
-        self.add_one("SequenceAt", inputs, Vec::new(), None).map(drop)
+        self.add_one("SequenceAt", inputs, Vec::new(), None)
+            .map(drop)
     }
 
     fn sequence_length(&mut self) -> Result<(), Reject> {
@@ -762,11 +770,7 @@ impl Gen<'_> {
     }
 
     /// An optional graph input holding `inner`'s value (or nothing).
-    fn optional_input(
-        &mut self,
-        inner: Option<usize>,
-        ty: ContainerType,
-    ) -> Result<usize, Reject> {
+    fn optional_input(&mut self, inner: Option<usize>, ty: ContainerType) -> Result<usize, Reject> {
         let Some(t) = ty.type_str() else {
             return self.reject("an element type without a name");
         };
