@@ -6,9 +6,10 @@
 //! with a one- or two-node body, Optional, OptionalHasElement, OptionalGetElement), building
 //! the sequence or optional it reads first when none exists, so that chains form: a source,
 //! edits, then tensors (SequenceAt, SequenceLength, ConcatFromSequence, OptionalGetElement)
-//! that later tensor operators read. Sequences and optionals are graph inputs too (sequences
-//! of one element shape, declared in the type) and graph outputs. Positions and split sizes
-//! are constant initializers chosen in range (negative ones included), so every trial runs.
+//! that later tensor operators read. Sequences and optionals are graph inputs too (read by
+//! the operator they are made for; sequences of one element shape, declared in the type) and
+//! graph outputs. Positions and split sizes are constant initializers chosen in range
+//! (negative ones included), so every trial runs.
 
 use onnx_proto::attribute_proto::AttributeType;
 use onnx_proto::{
@@ -725,10 +726,12 @@ impl Gen<'_> {
         }
     }
 
-    /// An optional: the Optional operator over a tensor, a sequence or nothing (with its
-    /// `type`), or sometimes a graph input.
-    fn optional(&mut self, src: OptionalSource) -> Result<usize, Reject> {
-        let (inner, ty) = match src {
+    /// What an optional holds (a tensor, a sequence, or nothing) and its type.
+    fn optional_parts(
+        &mut self,
+        src: OptionalSource,
+    ) -> Result<(Option<usize>, ContainerType), Reject> {
+        Ok(match src {
             OptionalSource::Tensor => {
                 let t = self.tensor_operand("Optional", 0, None, 0)?;
                 let d = self.values[t].tensor.dtype();
@@ -748,10 +751,13 @@ impl Gen<'_> {
                 };
                 (None, ty)
             }
-        };
-        if self.ch.one_in(6) {
-            return self.optional_input(inner, ty);
-        }
+        })
+    }
+
+    /// The Optional operator over a tensor, a sequence or nothing (with its `type`, and
+    /// sometimes with it when there is an input).
+    fn optional(&mut self, src: OptionalSource) -> Result<usize, Reject> {
+        let (inner, ty) = self.optional_parts(src)?;
         let mut attrs = Vec::new();
         if inner.is_none() || self.ch.one_in(4) {
             let elem = match ty.inner() {
@@ -785,7 +791,8 @@ impl Gen<'_> {
         Ok(k)
     }
 
-    /// An earlier optional (non-empty with `full`), or a new one.
+    /// An earlier optional (non-empty with `full`), or a new one (an Optional node, or
+    /// sometimes a graph input).
     fn any_optional(&mut self, full: bool) -> Result<usize, Reject> {
         let opts = self.containers(|ty, v| {
             ty.inner().is_some() && (!full || matches!(v, Value::Optional(Some(_))))
@@ -797,6 +804,10 @@ impl Gen<'_> {
             OptionalSource::Empty if full => OptionalSource::Tensor,
             other => other,
         };
+        if self.ch.one_in(5) {
+            let (inner, ty) = self.optional_parts(src)?;
+            return self.optional_input(inner, ty);
+        }
         self.optional(src)
     }
 
