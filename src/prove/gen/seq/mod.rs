@@ -11,33 +11,17 @@
 //! graph outputs. Positions and split sizes are constant initializers chosen in range
 //! (negative ones included), so every trial runs.
 
+mod value;
+
 use onnx_proto::attribute_proto::AttributeType;
-use onnx_proto::{
-    tensor_shape_proto, type_proto, AttributeProto, GraphProto, NodeProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
-};
-use onnx_ref::{DType, Sequence, Tensor, Value};
+use onnx_proto::{AttributeProto, GraphProto, NodeProto, TypeProto, ValueInfoProto};
+use onnx_ref::{DType, Sequence, Value};
 
-use super::{type_str, Gen, GenValue, Reject, ValueKind, MAX_ELEMENTS};
-use crate::prove::choice::{int_tensor, random_tensor, DataOpts, SplitMix};
+use value::tensor_type;
+pub(crate) use value::{redraw_value, Container, ContainerType};
 
-/// The type of a value that is not a tensor; the element type is a tensor element type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ContainerType {
-    /// `seq(tensor(elem))`.
-    Sequence(DType),
-    /// `optional(tensor(elem))`.
-    OptionalTensor(DType),
-    /// `optional(seq(tensor(elem)))`.
-    OptionalSequence(DType),
-}
-
-/// A sequence or optional value of the generator: its type and trial-0 contents.
-#[derive(Debug, Clone)]
-pub(crate) struct Container {
-    pub ty: ContainerType,
-    pub value: Value,
-}
+use super::{type_str, Gen, GenValue, Reject, ValueKind};
+use crate::prove::choice::{int_tensor, random_tensor, DataOpts};
 
 /// The operators drawn on sequences and optionals (those the opset has).
 const CONTAINER_OPS: &[&str] = &[
@@ -57,115 +41,6 @@ const CONTAINER_OPS: &[&str] = &[
 
 /// Operators a `SequenceMap` body is made of (each keeps its input's element type).
 const BODY_OPS: &[&str] = &["Identity", "Transpose", "Add", "Mul", "Neg", "Abs"];
-
-impl ContainerType {
-    /// The element type of the tensors it holds.
-    pub fn elem(self) -> DType {
-        match self {
-            ContainerType::Sequence(d)
-            | ContainerType::OptionalTensor(d)
-            | ContainerType::OptionalSequence(d) => d,
-        }
-    }
-
-    /// The type as the schemas write it: `seq(tensor(float))`, `optional(tensor(int64))`.
-    pub fn type_str(self) -> Option<String> {
-        let t = type_str(self.elem())?;
-        Some(match self {
-            ContainerType::Sequence(_) => format!("seq({t})"),
-            ContainerType::OptionalTensor(_) => format!("optional({t})"),
-            ContainerType::OptionalSequence(_) => format!("optional(seq({t}))"),
-        })
-    }
-
-    /// The type proto of a declaration (element shapes unknown unless `elem_shape` is given).
-    pub fn type_proto(self, elem_shape: Option<TensorShapeProto>) -> TypeProto {
-        let tensor = tensor_type(self.elem(), elem_shape);
-        let seq = |elem: TypeProto| TypeProto {
-            value: Some(type_proto::Value::SequenceType(Box::new(
-                type_proto::Sequence {
-                    elem_type: Some(Box::new(elem)),
-                },
-            ))),
-            ..Default::default()
-        };
-        let opt = |elem: TypeProto| TypeProto {
-            value: Some(type_proto::Value::OptionalType(Box::new(
-                type_proto::Optional {
-                    elem_type: Some(Box::new(elem)),
-                },
-            ))),
-            ..Default::default()
-        };
-        match self {
-            ContainerType::Sequence(_) => seq(tensor),
-            ContainerType::OptionalTensor(_) => opt(tensor),
-            ContainerType::OptionalSequence(_) => opt(seq(tensor)),
-        }
-    }
-
-    /// Whether `v` is a value of this type.
-    pub fn holds(self, v: &Value) -> bool {
-        let d = self.elem();
-        let tensor = |v: &Value| matches!(v, Value::Tensor(t) if t.dtype() == d);
-        let seq = |v: &Value| matches!(v, Value::Sequence(s) if s.items.iter().all(tensor));
-        match (self, v) {
-            (ContainerType::Sequence(_), v) => seq(v),
-            (_, Value::Optional(None)) => true,
-            (ContainerType::OptionalTensor(_), Value::Optional(Some(v))) => tensor(v),
-            (ContainerType::OptionalSequence(_), Value::Optional(Some(v))) => seq(v),
-            _ => false,
-        }
-    }
-
-    /// The type of what an optional of this type holds (`None` for a sequence).
-    fn inner(self) -> Option<Option<ContainerType>> {
-        match self {
-            ContainerType::Sequence(_) => None,
-            ContainerType::OptionalTensor(_) => Some(None),
-            ContainerType::OptionalSequence(d) => Some(Some(ContainerType::Sequence(d))),
-        }
-    }
-}
-
-/// `tensor(elem)` with the given shape (none: unknown).
-fn tensor_type(elem: DType, shape: Option<TensorShapeProto>) -> TypeProto {
-    TypeProto {
-        value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-            elem_type: Some(elem.code()),
-            shape,
-        })),
-        ..Default::default()
-    }
-}
-
-/// Elements of the tensors a value holds.
-pub(crate) fn elements(v: &Value) -> usize {
-    match v {
-        Value::Tensor(t) => t.len(),
-        Value::Sequence(s) => s.items.iter().map(elements).sum(),
-        Value::Optional(Some(v)) => elements(v),
-        _ => 0,
-    }
-}
-
-/// `v` with fresh tensor contents of the same shapes (a tensor the options cannot draw is
-/// kept).
-pub(crate) fn redraw_value(rng: &mut SplitMix, v: &Value, o: &DataOpts) -> Value {
-    match v {
-        Value::Tensor(t) => {
-            Value::Tensor(random_tensor(rng, t.dtype(), t.shape(), o).unwrap_or_else(|| t.clone()))
-        }
-        Value::Sequence(s) => Value::Sequence(Sequence {
-            elem_dtype: s.elem_dtype,
-            items: s.items.iter().map(|i| redraw_value(rng, i, o)).collect(),
-        }),
-        Value::Optional(Some(inner)) => {
-            Value::Optional(Some(Box::new(redraw_value(rng, inner, o))))
-        }
-        other => other.clone(),
-    }
-}
 
 /// Whether formal parameter `formal` (an input, or with `output` an output) of `op` at `opset`
 /// admits type `ty` (`seq(tensor(float))`, ...).
@@ -207,70 +82,7 @@ enum OptionalSource {
     Empty,
 }
 
-impl GenValue {
-    /// The value the interpreter sees.
-    pub fn value(&self) -> Value {
-        match &self.container {
-            Some(c) => c.value.clone(),
-            None => Value::Tensor(self.tensor.clone()),
-        }
-    }
-
-    /// The sequence or optional type of a container value.
-    pub fn container_type(&self) -> Option<ContainerType> {
-        self.container.as_ref().map(|c| c.ty)
-    }
-}
-
 impl Gen<'_> {
-    /// Pushes a sequence or optional value (its `tensor` is an empty placeholder: read
-    /// `container`).
-    pub(super) fn push_container(
-        &mut self,
-        name: String,
-        ty: ContainerType,
-        value: Value,
-        kind: ValueKind,
-    ) -> Result<usize, Reject> {
-        if elements(&value) > MAX_ELEMENTS {
-            return self.reject("a sequence over the size limit");
-        }
-        let placeholder = int_tensor(ty.elem(), &[0], Vec::new()).unwrap_or(Tensor::scalar(false));
-        Ok(self.push_value(GenValue {
-            name,
-            tensor: placeholder,
-            kind,
-            data: DataOpts::default(),
-            container: Some(Container { ty, value }),
-        }))
-    }
-
-    /// The declared type of a container value: a sequence graph input declares the shape its
-    /// elements share (symbolic dims like tensor inputs when the model is symbolic).
-    pub(super) fn container_type_proto(&self, k: usize, symbolic: bool) -> Option<TypeProto> {
-        let v = &self.values[k];
-        let c = v.container.as_ref()?;
-        let shape = match (&c.value, v.kind) {
-            (Value::Sequence(s), ValueKind::Input) => {
-                common_shape(&s.items).map(|dims| TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| tensor_shape_proto::Dimension {
-                            value: Some(if symbolic && d >= 2 {
-                                tensor_shape_proto::dimension::Value::DimParam(format!("n{d}"))
-                            } else {
-                                tensor_shape_proto::dimension::Value::DimValue(d as i64)
-                            }),
-                            ..Default::default()
-                        })
-                        .collect(),
-                })
-            }
-            _ => None,
-        };
-        Some(c.ty.type_proto(shape))
-    }
-
     /// Adds one operator on sequences or optionals (and the source it reads when none exists).
     pub(super) fn add_container_node(&mut self) -> Result<(), Reject> {
         let reg = onnx_schema::registry();
@@ -852,16 +664,6 @@ impl Gen<'_> {
         self.add_one("OptionalGetElement", inputs, Vec::new(), out)
             .map(drop)
     }
-}
-
-/// The shape every tensor of `items` has (`None` when they differ or there are none).
-fn common_shape(items: &[Value]) -> Option<Vec<usize>> {
-    let mut shapes = items.iter().map(|v| match v {
-        Value::Tensor(t) => Some(t.shape().to_vec()),
-        _ => None,
-    });
-    let first = shapes.next()??;
-    shapes.all(|s| s.as_ref() == Some(&first)).then_some(first)
 }
 
 /// A node of a `SequenceMap` body.
