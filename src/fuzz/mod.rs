@@ -142,25 +142,44 @@ pub fn generate_case(seed: u64, opts: &GenOptions) -> Generated {
 
 impl FuzzCase {
     /// A case of a model read from a file: `trials` random inputs (seeded by `seed`); a
-    /// symbolic dim named `n<k>` has size k (the generator's convention), any other size 2.
+    /// symbolic dim named `n<k>` has size k (the generator's convention), any other size 2. A
+    /// sequence input holds tensors of its declared element shape, as many as the first of
+    /// 3, 2, 1, 0 at which the model runs; an optional input holds a value.
     pub fn from_model(model: Model, seed: u64, trials: usize) -> Result<FuzzCase, String> {
         let proto = model.to_proto();
         let named = negative_dims_named(&proto);
         let dims = symbolic_dims(&named);
-        let trials = (0..trials.max(1))
-            .map(|t| {
-                onnx_ref::random_inputs(&named, seed.wrapping_add(t as u64), &dims)
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let case = FuzzCase {
-            seed,
-            model,
-            proto,
-            trials,
+        let (tensor_inputs, containers) = split_container_inputs(&named);
+        let lengths: &[usize] = if containers.is_empty() {
+            &[0]
+        } else {
+            &[3, 2, 1, 0]
         };
-        case.runs()?;
-        Ok(case)
+        let mut last = String::new();
+        for &len in lengths {
+            let mut all = Vec::new();
+            for t in 0..trials.max(1) {
+                let trial_seed = seed.wrapping_add(t as u64);
+                let mut feeds = onnx_ref::random_inputs(&tensor_inputs, trial_seed, &dims)
+                    .map_err(|e| e.to_string())?;
+                let mut rng = SplitMix::new(trial_seed);
+                for (name, ty) in &containers {
+                    feeds.push((name.clone(), random_value(ty, len, &mut rng, &dims)?));
+                }
+                all.push(feeds);
+            }
+            let case = FuzzCase {
+                seed,
+                model: model.clone(),
+                proto: proto.clone(),
+                trials: all,
+            };
+            match case.runs() {
+                Ok(()) => return Ok(case),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// The model in the ONNX text syntax.
@@ -213,28 +232,117 @@ fn negative_dims_named(proto: &ModelProto) -> ModelProto {
     p
 }
 
-/// Sizes of the symbolic dims of the graph inputs: `n<k>` is k, others 2.
+/// Sizes of the symbolic dims of the graph inputs (tensors, and the elements of sequences and
+/// optionals): `n<k>` is k, others 2.
 fn symbolic_dims(proto: &ModelProto) -> BTreeMap<String, i64> {
     use onnx_proto::tensor_shape_proto::dimension::Value as Dim;
     let mut dims = BTreeMap::new();
     let Some(g) = &proto.graph else { return dims };
     for vi in &g.input {
-        let Some(onnx_proto::type_proto::Value::TensorType(t)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            continue;
-        };
-        for d in t.shape.iter().flat_map(|s| &s.dim) {
-            if let Some(Dim::DimParam(p)) = &d.value {
-                let k = p
-                    .strip_prefix('n')
-                    .and_then(|k| k.parse::<i64>().ok())
-                    .unwrap_or(2);
-                dims.insert(p.clone(), k);
+        let Some(ty) = &vi.r#type else { continue };
+        for t in tensor_types(ty) {
+            for d in t.shape.iter().flat_map(|s| &s.dim) {
+                if let Some(Dim::DimParam(p)) = &d.value {
+                    let k = p
+                        .strip_prefix('n')
+                        .and_then(|k| k.parse::<i64>().ok())
+                        .unwrap_or(2);
+                    dims.insert(p.clone(), k);
+                }
             }
         }
     }
     dims
+}
+
+/// The tensor types in a type: itself, or the elements of a sequence or an optional.
+fn tensor_types(ty: &onnx_proto::TypeProto) -> Vec<&onnx_proto::type_proto::Tensor> {
+    use onnx_proto::type_proto::Value as V;
+    match &ty.value {
+        Some(V::TensorType(t)) => Some(vec![t]),
+        Some(V::SequenceType(s)) => s.elem_type.as_deref().map(tensor_types),
+        Some(V::OptionalType(o)) => o.elem_type.as_deref().map(tensor_types),
+        _ => None,
+    }
+    .unwrap_or_default()
+}
+
+/// `proto` without its sequence and optional graph inputs, and those inputs with their types.
+fn split_container_inputs(
+    proto: &ModelProto,
+) -> (ModelProto, Vec<(String, onnx_proto::TypeProto)>) {
+    use onnx_proto::type_proto::Value as V;
+    let mut p = proto.clone();
+    let mut containers = Vec::new();
+    if let Some(g) = p.graph.as_mut() {
+        g.input.retain(
+            |vi| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(V::SequenceType(_) | V::OptionalType(_)) => {
+                    let ty = vi.r#type.clone().unwrap_or_default();
+                    containers.push((vi.name.clone().unwrap_or_default(), ty));
+                    false
+                }
+                _ => true,
+            },
+        );
+    }
+    (p, containers)
+}
+
+/// A random value of type `ty`: a sequence holds `len` tensors, an optional a value; a dim
+/// not given is 2, a tensor of unknown rank 1-D.
+fn random_value(
+    ty: &onnx_proto::TypeProto,
+    len: usize,
+    rng: &mut SplitMix,
+    dims: &BTreeMap<String, i64>,
+) -> Result<Value, String> {
+    use onnx_proto::tensor_shape_proto::dimension::Value as Dim;
+    use onnx_proto::type_proto::Value as V;
+    fn elem(e: &Option<Box<onnx_proto::TypeProto>>) -> Result<&onnx_proto::TypeProto, String> {
+        e.as_deref()
+            .ok_or_else(|| "a sequence or optional type without its element type".to_string())
+    }
+    match &ty.value {
+        Some(V::TensorType(t)) => {
+            let dtype = t
+                .elem_type
+                .and_then(onnx_ref::DType::from_code)
+                .ok_or("an unknown element type")?;
+            let shape: Vec<usize> = match &t.shape {
+                Some(s) => s
+                    .dim
+                    .iter()
+                    .map(|d| match &d.value {
+                        Some(Dim::DimValue(v)) => (*v).max(0) as usize,
+                        Some(Dim::DimParam(p)) => dims.get(p).copied().unwrap_or(2).max(0) as usize,
+                        None => 2,
+                    })
+                    .collect(),
+                None => vec![2],
+            };
+            let opts = crate::prove::choice::DataOpts::default();
+            crate::prove::choice::random_tensor(rng, dtype, &shape, &opts)
+                .map(Value::Tensor)
+                .ok_or_else(|| format!("cannot draw a {} tensor", dtype.name()))
+        }
+        Some(V::SequenceType(s)) => {
+            let e = elem(&s.elem_type)?;
+            let items = (0..len)
+                .map(|_| random_value(e, len, rng, dims))
+                .collect::<Result<Vec<_>, _>>()?;
+            let elem_dtype = match &e.value {
+                Some(V::TensorType(t)) => t.elem_type.and_then(onnx_ref::DType::from_code),
+                _ => None,
+            };
+            Ok(Value::Sequence(onnx_ref::Sequence { elem_dtype, items }))
+        }
+        Some(V::OptionalType(o)) => {
+            let inner = random_value(elem(&o.elem_type)?, len, rng, dims)?;
+            Ok(Value::Optional(Some(Box::new(inner))))
+        }
+        _ => Err("only tensor, sequence and optional inputs can be generated".into()),
+    }
 }
 
 fn print(m: &ModelProto) -> String {

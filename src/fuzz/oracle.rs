@@ -5,7 +5,8 @@
 //!    optimizer documents it does not do, such as a model with local functions to another
 //!    opset): refusals the user is told about.
 //! 2. The result passes `onnx_ir::check_model`.
-//! 3. Graph inputs (initializers aside) and outputs keep their names, order and element types.
+//! 3. Graph inputs (initializers aside) and outputs keep their names, order and types (element
+//!    types; for a sequence or an optional, its kind and element type).
 //! 4. On every trial where the original runs, the optimized model runs and its outputs equal
 //!    the original's: floats within the default [`Tolerance`] (wider for 16-bit floats),
 //!    everything else exactly. Outputs computed from a random op (RandomNormal, ...) are
@@ -148,8 +149,20 @@ fn optimize_caught(case: &FuzzCase, optimizer: &Optimizer) -> Result<onnx_ir::Mo
     }
 }
 
-/// (name, element type) of graph values.
-type Signature = Vec<(String, i32)>;
+/// (name, type) of graph values: a tensor's element type code, or `seq(..)` / `optional(..)`
+/// of their element's (shapes aside).
+type Signature = Vec<(String, String)>;
+
+/// The type of a declaration without its shapes.
+fn type_key(ty: Option<&onnx_proto::TypeProto>) -> String {
+    use onnx_proto::type_proto::Value as V;
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(V::TensorType(t)) => t.elem_type.unwrap_or(0).to_string(),
+        Some(V::SequenceType(s)) => format!("seq({})", type_key(s.elem_type.as_deref())),
+        Some(V::OptionalType(o)) => format!("optional({})", type_key(o.elem_type.as_deref())),
+        _ => "-1".into(),
+    }
+}
 
 /// The graph inputs that are not initializers, and the outputs.
 fn interface(m: &ModelProto) -> (Signature, Signature) {
@@ -161,11 +174,7 @@ fn interface(m: &ModelProto) -> (Signature, Signature) {
         .iter()
         .filter_map(|t| t.name.as_deref())
         .collect();
-    let elem =
-        |vi: &onnx_proto::ValueInfoProto| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-            Some(onnx_proto::type_proto::Value::TensorType(t)) => t.elem_type.unwrap_or(0),
-            _ => -1,
-        };
+    let elem = |vi: &onnx_proto::ValueInfoProto| type_key(vi.r#type.as_ref());
     let name = |vi: &onnx_proto::ValueInfoProto| vi.name.clone().unwrap_or_default();
     (
         g.input

@@ -164,6 +164,7 @@ fn apply_checked(model: &Model, rules: &Arc<RuleSet>, rule: &str) -> Applied {
     };
     let options = EmitOptions {
         initializers_are_inputs: model.ir_version.unwrap_or(0) < 4,
+        ..Default::default()
     };
     let graph = match emit_graph(&lifted, &model.graph, &sel, options) {
         Ok(g) => g,

@@ -203,3 +203,54 @@ fn open_failures_still_fail() {
         );
     }
 }
+
+/// Operators on sequences.
+const SEQUENCE_OPS: &[&str] = &[
+    "SplitToSequence",
+    "SequenceConstruct",
+    "SequenceEmpty",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceAt",
+    "SequenceLength",
+    "ConcatFromSequence",
+    "SequenceMap",
+];
+
+/// Operators on optionals.
+const OPTIONAL_OPS: &[&str] = &["Optional", "OptionalHasElement", "OptionalGetElement"];
+
+/// Over a fixed seed range, models with sequence and with optional operators are generated and
+/// pass the oracle under the default configuration.
+#[test]
+fn sequences_and_optionals_pass_the_default_pipeline() {
+    let opts = GenOptions::default();
+    let (mut sequences, mut optionals) = (0, 0);
+    for seed in 0..160u64 {
+        let Generated::Case(case) = generate_case(seed, &opts) else {
+            continue;
+        };
+        let has = |ops: &[&str]| {
+            case.proto().graph.as_ref().is_some_and(|g| {
+                g.node
+                    .iter()
+                    .any(|n| ops.contains(&n.op_type.as_deref().unwrap_or("")))
+            })
+        };
+        let (seq, opt) = (has(SEQUENCE_OPS), has(OPTIONAL_OPS));
+        if !seq && !opt {
+            continue;
+        }
+        let (name, optimizer) = campaign(model_opset(&case.model))
+            .into_iter()
+            .find(|(n, _)| n == "default")
+            .expect("the campaign has the default configuration");
+        if let Verdict::Failed(f) = check_case(&case, &optimizer) {
+            panic!("[{name}] seed {seed}: {f}\n{}", case.text());
+        }
+        sequences += usize::from(seq);
+        optionals += usize::from(opt);
+    }
+    assert!(sequences > 0, "no model with sequence operators passed");
+    assert!(optionals > 0, "no model with optional operators passed");
+}

@@ -17,10 +17,16 @@ use crate::lift::Lifted;
 use crate::EGraphError;
 
 /// Options of [`emit_graph`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct EmitOptions {
     /// Below IR version 4 every initializer must also be a graph input.
     pub initializers_are_inputs: bool,
+    /// New constants are written as `Constant` nodes, not initializers: a subgraph below IR
+    /// version 4 cannot hold initializers (they would have to be inputs it does not have).
+    pub constants_as_nodes: bool,
+    /// Names a fresh name must not take: the enclosing scopes' names and the names inside the
+    /// graph's own (already optimized) subgraphs. A name may not repeat across nested scopes.
+    pub reserved: BTreeSet<String>,
 }
 
 struct Emitter<'a> {
@@ -40,6 +46,7 @@ struct Emitter<'a> {
     origin_of: BTreeMap<ONode, onnx_ir::NodeId>,
     fresh: usize,
     new_initializers: Vec<ValueId>,
+    constants_as_nodes: bool,
 }
 
 /// Builds the optimized graph from a selection.
@@ -58,7 +65,7 @@ pub fn emit_graph(
         );
         origin_of.entry(canon).or_insert(o.node);
     }
-    let mut reserved = BTreeSet::new();
+    let mut reserved = options.reserved.clone();
     for v in &original.values {
         reserved.insert(v.name.to_string());
     }
@@ -80,6 +87,7 @@ pub fn emit_graph(
         origin_of,
         fresh: 0,
         new_initializers: Vec::new(),
+        constants_as_nodes: options.constants_as_nodes,
     };
     // Graph inputs first, with their original values (name, type, doc string).
     let mut input_ids = BTreeMap::new();
@@ -132,9 +140,26 @@ pub fn emit_graph(
             v
         } else {
             let nv = e.out.add_value(Value::new(orig.name.as_str()));
-            e.out
-                .add_node(Node::new("Identity", vec![Some(v)], vec![Some(nv)]));
-            e.out.value_mut(nv).producer = None;
+            // A sequence or optional output is computed again rather than copied: Identity
+            // takes them only from opsets 14 and 16.
+            let tensor = orig.ty.as_ref().is_none_or(|t| {
+                matches!(t.value, Some(onnx_proto::type_proto::Value::TensorType(_)))
+            });
+            let producer = e.out.value(v).producer;
+            match producer {
+                Some((nid, 0)) if !tensor && e.out.node(nid).outputs.len() == 1 => {
+                    let mut copy = e.out.node(nid).clone();
+                    copy.name = None;
+                    copy.outputs = vec![Some(nv)];
+                    let cid = e.out.add_node(copy);
+                    e.out.value_mut(nv).producer = Some((cid, 0));
+                }
+                _ => {
+                    e.out
+                        .add_node(Node::new("Identity", vec![Some(v)], vec![Some(nv)]));
+                    e.out.value_mut(nv).producer = None;
+                }
+            }
             nv
         };
         let ov = e.out.value_mut(out_v);
@@ -331,6 +356,25 @@ impl Emitter<'_> {
                 }
                 if v.ty.is_none() {
                     v.ty = Some(crate::types::tensor_type_of(&t));
+                }
+                if self.constants_as_nodes {
+                    let id = self.out.add_value(v);
+                    t.name = None;
+                    let mut node = Node::new("Constant", Vec::new(), vec![Some(id)]);
+                    node.attributes.push(Attribute {
+                        name: "value".into(),
+                        value: AttributeValue::Proto(Box::new(AttributeProto {
+                            name: Some("value".into()),
+                            r#type: Some(onnx_proto::attribute_proto::AttributeType::Tensor as i32),
+                            t: Some(t),
+                            ..Default::default()
+                        })),
+                        rest: None,
+                    });
+                    let nid = self.out.add_node(node);
+                    self.out.value_mut(id).producer = Some((nid, 0));
+                    self.value_of.insert(c, id);
+                    return Ok(());
                 }
                 v.initializer = Some(t);
                 let id = self.out.add_value(v);

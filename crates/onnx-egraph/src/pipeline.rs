@@ -91,7 +91,11 @@ pub fn optimize_model(
         &model.graph,
         &opsets,
         &options,
-        ir_version.unwrap_or(0) < 4,
+        Scope {
+            below_ir4: ir_version.unwrap_or(0) < 4,
+            subgraph: false,
+            outer: &Default::default(),
+        },
         &mut subgraphs,
     )?;
     let mut out = model.clone();
@@ -152,22 +156,53 @@ fn collect_domains(g: &Graph, out: &mut std::collections::BTreeSet<String>) {
     }
 }
 
+/// Where a graph sits: the model's IR rules and the names of its enclosing scopes.
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    /// The model's IR version is below 4 (initializers are graph inputs).
+    below_ir4: bool,
+    /// The graph is a subgraph (an attribute of a node).
+    subgraph: bool,
+    /// Every name of the enclosing scopes.
+    outer: &'a std::collections::BTreeSet<String>,
+}
+
+/// Every value name of a graph and of the subgraphs inside it.
+fn names_within(g: &Graph, out: &mut std::collections::BTreeSet<String>) {
+    out.extend(g.values.iter().map(|v| v.name.to_string()));
+    for node in &g.nodes {
+        for sub in node.subgraphs() {
+            names_within(sub, out);
+        }
+    }
+}
+
 /// Optimizes one graph (its subgraphs first).
 fn optimize_graph(
     graph: &Graph,
     opsets: &BTreeMap<String, i64>,
     options: &OptimizeOptions,
-    initializers_are_inputs: bool,
+    scope: Scope<'_>,
     subgraphs: &mut SubgraphTotals,
 ) -> Result<(Graph, GraphReport), EGraphError> {
     let mut graph_with_subs;
     let mut source = graph;
+    // Fresh names may repeat no name of an enclosing scope, nor one inside a subgraph.
+    let mut reserved = scope.outer.clone();
     if graph.nodes.iter().any(|n| n.subgraphs().next().is_some()) {
+        let mut inner_outer = scope.outer.clone();
+        inner_outer.extend(graph.values.iter().map(|v| v.name.to_string()));
+        let inner = Scope {
+            below_ir4: scope.below_ir4,
+            subgraph: true,
+            outer: &inner_outer,
+        };
         graph_with_subs = graph.clone();
         for node in graph_with_subs.nodes.iter_mut() {
             for attr in node.attributes.iter_mut() {
                 for sub in attr.value.subgraphs_mut() {
-                    let (g, report) = optimize_graph(sub, opsets, options, false, subgraphs)?;
+                    let (g, report) = optimize_graph(sub, opsets, options, inner, subgraphs)?;
+                    names_within(&g, &mut reserved);
                     *sub = g;
                     subgraphs.count += 1;
                     for p in report.phases {
@@ -227,7 +262,9 @@ fn optimize_graph(
         source,
         &sel,
         EmitOptions {
-            initializers_are_inputs,
+            initializers_are_inputs: scope.below_ir4 && !scope.subgraph,
+            constants_as_nodes: scope.below_ir4 && scope.subgraph,
+            reserved,
         },
     )?;
     let extract_seconds = t2.elapsed().as_secs_f64();

@@ -44,6 +44,8 @@ const MAX_CARRIED: usize = 512;
 pub(crate) struct Nesting {
     /// Control flow and functions may be drawn in this model.
     pub enabled: bool,
+    /// Sequence and optional chains may be drawn in this model's main graph ([`super::seq`]).
+    pub containers: bool,
     /// The default-domain operators schema nodes are drawn from.
     pub ops: Vec<&'static str>,
     /// Subgraph depth of the nodes being built (0: the main graph).
@@ -160,6 +162,9 @@ impl Gen<'_> {
         if self.nest.enabled && depth < MAX_DEPTH && self.ch.one_in(if depth == 0 { 3 } else { 6 })
         {
             return self.add_control();
+        }
+        if self.nest.containers && depth == 0 && (self.nodes.is_empty() || self.ch.one_in(3)) {
+            return self.add_container_node();
         }
         if self.ch.one_in(12) {
             return self.add_constant_node();

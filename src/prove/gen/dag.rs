@@ -6,7 +6,8 @@
 //! generator tries another operator. Graph inputs, initializers, `Constant` nodes, values read
 //! by several nodes, several outputs (sinks and intermediate values), a graph input or an
 //! initializer as an output, symbolic dims and dims of 0 and 1 all occur. One model in four
-//! may also hold If, Loop and Scan nodes and model-local functions ([`super::control`]).
+//! may also hold If, Loop and Scan nodes and model-local functions ([`super::control`]), and
+//! about one in five (from opset 11) chains of sequence and optional values ([`super::seq`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -26,9 +27,9 @@ use super::{
 use crate::prove::choice::{mix, random_tensor, Choices, DataOpts, SplitMix};
 use crate::prove::hints::Hints;
 
-/// Operators never drawn from their schemas: their attributes are subgraphs (If, Loop and
-/// Scan are built by [`super::control`]; SequenceMap is not built), or they are written by
-/// the generator itself (Constant).
+/// Operators never drawn from their schemas: their attributes are subgraphs (If, Loop and Scan
+/// are built by [`super::control`], SequenceMap by [`super::seq`] with the other sequence
+/// operators), or they are written by the generator itself (Constant).
 const SKIPPED: &[&str] = &["If", "Loop", "Scan", "SequenceMap", "Constant"];
 
 /// Nondeterministic operators: their outputs are compared by type only.
@@ -127,6 +128,8 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
         pool.push(0);
     }
     let rank = ch.pick(&[2usize, 3, 1, 4, 0, 2, 3]);
+    // About one model in five (from opset 11) has chains of sequence and optional operators.
+    let containers = opset >= 11 && ch.one_in(5);
     let mut g = Gen {
         rule: model_rule(),
         hints: no_hints(),
@@ -176,6 +179,7 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
     // draws as before control flow existed.
     g.nest.enabled = mix(data_seed, 0xc0).is_multiple_of(4);
     let target = 1 + g.ch.below(max_nodes.max(1));
+    g.nest.containers = containers;
     let built = g.random_nodes(target);
     if built == 0 {
         return g.reject("no node could be built");
@@ -231,6 +235,7 @@ impl Gen<'_> {
             tensor,
             kind,
             data,
+            container: None,
         }))
     }
 
@@ -270,6 +275,7 @@ impl Gen<'_> {
             tensor,
             kind: ValueKind::Node,
             data,
+            container: None,
         });
         Ok(())
     }
@@ -315,6 +321,7 @@ impl Gen<'_> {
             _ => None,
         });
         let candidates: Vec<usize> = (0..self.values.len())
+            .filter(|&v| self.values[v].container.is_none())
             .filter(|&v| dtypes.contains(&self.values[v].tensor.dtype()))
             .filter(|&v| {
                 reference

@@ -203,6 +203,7 @@ impl Gen<'_> {
                 ValueKind::Input
             },
             data,
+            container: None,
         });
         if let Some(v) = var {
             self.env[v.0 as usize] = Some(Binding::Value(k));

@@ -15,7 +15,7 @@ use onnx_rules::ir::{InputPat, Literal, OpHead, OpPat, Pat, PatId, Rule, VarId};
 use onnx_rules::params::{logical_params, ParamLoc};
 use onnx_schema::{OpSchema, ParamOption};
 
-use super::choice::{mix, random_tensor, Choices, DataOpts, SplitMix};
+use super::choice::{mix, Choices, DataOpts, SplitMix};
 use super::hints::{Facts, GVal, Hints};
 
 pub(crate) mod control;
@@ -23,6 +23,7 @@ pub(crate) mod dag;
 mod function;
 mod leaf;
 mod node;
+mod seq;
 
 /// Tensors larger than this are not generated (instances stay small and fast).
 pub(crate) const MAX_ELEMENTS: usize = 4096;
@@ -126,9 +127,12 @@ pub(crate) enum ValueKind {
 #[derive(Debug, Clone)]
 pub(crate) struct GenValue {
     pub name: String,
+    /// The tensor (an empty placeholder for a sequence or an optional).
     pub tensor: Tensor,
     pub kind: ValueKind,
     pub data: DataOpts,
+    /// A sequence or optional value: its type and contents (`None` for a tensor).
+    pub container: Option<seq::Container>,
 }
 
 /// What a variable of the rule is bound to in the instance.
@@ -209,8 +213,9 @@ pub(crate) struct LeafOpts {
 #[derive(Debug, Clone)]
 pub(crate) struct Instance {
     pub model: ModelProto,
-    /// Graph inputs: name, trial-0 tensor, element options.
-    pub inputs: Vec<(String, Tensor, DataOpts)>,
+    /// Graph inputs: name, trial-0 value (a tensor, a sequence or an optional), element
+    /// options.
+    pub inputs: Vec<(String, Value, DataOpts)>,
     pub data_seed: u64,
     /// Draws the instance read from its choice vector.
     pub used: usize,
@@ -221,18 +226,19 @@ pub(crate) struct Instance {
 
 impl Instance {
     /// The graph inputs of one trial: trial 0 is the data the instance was built with, later
-    /// trials draw fresh contents of the same shapes.
+    /// trials draw fresh contents of the same shapes (sequences keep their length, optionals
+    /// their presence).
     pub fn trial_inputs(&self, trial: usize) -> Vec<(String, Value)> {
         let mut rng = SplitMix::new(mix(self.data_seed, trial as u64));
         self.inputs
             .iter()
-            .map(|(name, t, o)| {
-                let t = if trial == 0 {
-                    t.clone()
+            .map(|(name, v, o)| {
+                let v = if trial == 0 {
+                    v.clone()
                 } else {
-                    random_tensor(&mut rng, t.dtype(), t.shape(), o).unwrap_or_else(|| t.clone())
+                    seq::redraw_value(&mut rng, v, o)
                 };
-                (name.clone(), Value::Tensor(t))
+                (name.clone(), v)
             })
             .collect()
     }

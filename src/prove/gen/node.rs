@@ -10,6 +10,7 @@ use onnx_proto::{
 };
 use onnx_ref::{DType, Tensor, Value};
 
+use super::seq::ContainerType;
 use super::{
     dtype_of_type_str, type_str, AState, AVal, Binding, Gen, GenValue, Instance, Loc, OpCall,
     Reject, Slot, ValueKind, MAX_ELEMENTS,
@@ -129,6 +130,7 @@ impl Gen<'_> {
                                 tensor: t,
                                 kind: ValueKind::Init,
                                 data: DataOpts::default(),
+                                container: None,
                             })
                         }
                     };
@@ -173,12 +175,13 @@ impl Gen<'_> {
             tensor: t,
             kind: ValueKind::Input,
             data,
+            container: None,
         });
         let _ = src;
         Ok(self.add_node("Shape", "", vec![name], Vec::new(), 1, self.opset)?[0])
     }
 
-    /// Adds a node and evaluates it at once; returns its outputs.
+    /// Adds a node with tensor outputs and evaluates it at once; returns its outputs.
     pub(super) fn add_node(
         &mut self,
         op_type: &str,
@@ -188,7 +191,23 @@ impl Gen<'_> {
         n_outputs: usize,
         opset: i64,
     ) -> Result<Vec<usize>, Reject> {
-        let outputs: Vec<String> = (0..n_outputs).map(|_| self.fresh_name("t")).collect();
+        let types = vec![None; n_outputs];
+        self.add_typed_node(op_type, domain, names, attributes, &types, opset)
+    }
+
+    /// Adds a node whose outputs have the given types (`None`: a tensor; else a sequence or an
+    /// optional) and evaluates it at once; returns its outputs. An output of another type
+    /// than asked rejects the node.
+    pub(super) fn add_typed_node(
+        &mut self,
+        op_type: &str,
+        domain: &str,
+        names: Vec<String>,
+        attributes: Vec<AttributeProto>,
+        types: &[Option<ContainerType>],
+        opset: i64,
+    ) -> Result<Vec<usize>, Reject> {
+        let outputs: Vec<String> = types.iter().map(|_| self.fresh_name("t")).collect();
         let node = NodeProto {
             input: names.clone(),
             output: outputs.clone(),
@@ -199,9 +218,7 @@ impl Gen<'_> {
         };
         let args: Vec<Option<Value>> = names
             .iter()
-            .map(|n| {
-                (!n.is_empty()).then(|| Value::Tensor(self.values[self.by_name[n]].tensor.clone()))
-            })
+            .map(|n| (!n.is_empty()).then(|| self.values[self.by_name[n]].value()))
             .collect();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             onnx_ref::eval_node(&node, opset, &args)
@@ -215,25 +232,39 @@ impl Gen<'_> {
             return self.reject(format!("{op_type}: fewer outputs than asked"));
         }
         let mut ids = Vec::new();
-        for (name, v) in outputs.iter().zip(outs) {
-            let Value::Tensor(t) = v else {
-                return self.reject(format!("{op_type}: a non-tensor output"));
+        for ((name, v), ty) in outputs.iter().zip(outs).zip(types) {
+            let id = match (ty, v) {
+                (None, Value::Tensor(t)) => {
+                    if t.len() > MAX_ELEMENTS {
+                        return self.reject("an output over the size limit");
+                    }
+                    self.push_value(GenValue {
+                        name: name.clone(),
+                        tensor: t,
+                        kind: ValueKind::Node,
+                        data: DataOpts::default(),
+                        container: None,
+                    })
+                }
+                (Some(ty), v) if ty.holds(&v) => {
+                    self.push_container(name.clone(), *ty, v, ValueKind::Node)?
+                }
+                _ => return self.reject(format!("{op_type}: an output of an unexpected type")),
             };
-            if t.len() > MAX_ELEMENTS {
-                return self.reject("an output over the size limit");
-            }
-            ids.push(self.push_value(GenValue {
-                name: name.clone(),
-                tensor: t,
-                kind: ValueKind::Node,
-                data: DataOpts::default(),
-            }));
+            ids.push(id);
         }
         self.nodes.push(node);
         Ok(ids)
     }
 
     pub(super) fn value_info(&self, k: usize, symbolic: bool) -> ValueInfoProto {
+        if let Some(ty) = self.container_type_proto(k, symbolic) {
+            return ValueInfoProto {
+                name: Some(self.values[k].name.clone()),
+                r#type: Some(ty),
+                ..Default::default()
+            };
+        }
         let t = &self.values[k].tensor;
         let dim = t
             .shape()
@@ -365,7 +396,7 @@ impl Gen<'_> {
     pub(crate) fn graph_of_leaves(
         &mut self,
         name: &str,
-    ) -> (i64, GraphProto, Vec<(String, Tensor, DataOpts)>) {
+    ) -> (i64, GraphProto, Vec<(String, Value, DataOpts)>) {
         let ir = onnx_schema::registry()
             .min_ir_version_for_opset(self.opset)
             .unwrap_or(10)
@@ -380,7 +411,7 @@ impl Gen<'_> {
             match v.kind {
                 ValueKind::Input => {
                     graph.input.push(self.value_info(k, self.symbolic));
-                    inputs.push((v.name.clone(), v.tensor.clone(), v.data));
+                    inputs.push((v.name.clone(), v.value(), v.data));
                 }
                 ValueKind::Init => {
                     graph.initializer.push(v.tensor.to_proto(&v.name));

@@ -471,7 +471,10 @@ fn instance_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value
 
 fn lp_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let x = ctx.input(inputs, 0)?;
-    let axis = norm_axis(ctx.attr_int("axis", -1)?, x.rank().max(1))?;
+    if x.rank() == 0 {
+        return Err(ctx.err("the input must have an axis to normalize over (it is a scalar)"));
+    }
+    let axis = norm_axis(ctx.attr_int("axis", -1)?, x.rank())?;
     let p = ctx.attr_int("p", 2)?;
     if p != 1 && p != 2 {
         return Err(ctx.err(format!("p must be 1 or 2, got {p}")));
