@@ -173,12 +173,20 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
     let mut node_attempts = 0;
     while built < target && node_attempts < 6 * target {
         node_attempts += 1;
-        let mark = g.mark();
+        let mut mark = g.mark();
         let r = if g.ch.one_in(12) {
             g.add_constant_node()
         } else {
             let op = ops[g.ch.below(ops.len())];
-            g.add_schema_node(op)
+            // A node that cannot be built is tried once more on new leaves only: the ops
+            // with a planner need shapes that earlier values seldom have.
+            let mut r = g.add_schema_node(op, true);
+            if r.is_err() {
+                g.rollback(mark);
+                mark = g.mark();
+                r = g.add_schema_node(op, false);
+            }
+            r
         };
         match r {
             Ok(()) => built += 1,
@@ -299,12 +307,21 @@ impl Gen<'_> {
     }
 
     /// An earlier value for input `k` (its type allowed; beside a known operand, a shape that
-    /// broadcasts with it), or a new leaf left to the planner.
-    fn choose_input(&mut self, schema: &OpSchema, k: usize, inputs: &[(Slot, usize)]) -> Slot {
+    /// broadcasts with it) when `reuse`, or a new leaf left to the planner.
+    fn choose_input(
+        &mut self,
+        schema: &OpSchema,
+        k: usize,
+        inputs: &[(Slot, usize)],
+        reuse: bool,
+    ) -> Slot {
         let free = Slot::Free {
             var: None,
             lit: None,
         };
+        if !reuse {
+            return free;
+        }
         let first = !inputs.iter().any(|(s, _)| matches!(s, Slot::Known(_)));
         let reuse = if first {
             !self.ch.one_in(8)
@@ -340,8 +357,9 @@ impl Gen<'_> {
         Slot::Known(pick)
     }
 
-    /// Adds one node of `op_type` from its schema: inputs, attributes, outputs.
-    fn add_schema_node(&mut self, op_type: &str) -> Result<(), Reject> {
+    /// Adds one node of `op_type` from its schema: inputs (earlier values among them when
+    /// `reuse`), attributes, outputs.
+    fn add_schema_node(&mut self, op_type: &str, reuse: bool) -> Result<(), Reject> {
         let Some(schema) = onnx_schema::registry().lookup("", op_type, self.opset) else {
             return self.reject(format!("{op_type} does not exist"));
         };
@@ -367,7 +385,7 @@ impl Gen<'_> {
                 node_pos.push(k);
             }
             for j in 0..count {
-                let s = self.choose_input(schema, k, &chosen);
+                let s = self.choose_input(schema, k, &chosen, reuse);
                 chosen.push((s, k));
                 node_pos.push(k + j);
             }
@@ -467,9 +485,24 @@ impl Gen<'_> {
                 AttributeType::Float => AVal::Float(self.ch.pick(&[0.5, 1.0, 2.0])),
                 _ => continue,
             };
+            // Element type codes (`to`, `stash_type`, ...): 0, 1, 2 are undefined, float,
+            // uint8, which few of these attributes allow; their planners or defaults decide.
             if !matches!(
                 name.as_str(),
-                "axis" | "to" | "keepdims" | "epsilon" | "alpha" | "beta" | "gamma" | "seed"
+                "axis"
+                    | "to"
+                    | "keepdims"
+                    | "epsilon"
+                    | "alpha"
+                    | "beta"
+                    | "gamma"
+                    | "seed"
+                    | "dtype"
+                    | "stash_type"
+                    | "output_dtype"
+                    | "output_datatype"
+                    | "precision"
+                    | "softmax_precision"
             ) {
                 self.set_attr(c, &name, v);
             }
