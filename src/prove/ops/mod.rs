@@ -2,10 +2,11 @@
 //! shapes of its free leaves and the values of its free attributes together, from what is
 //! already known ([`nn`]: channels and inner dims, Einsum equations; [`shape`]: shape ops;
 //! [`recurrent`]: RNN/GRU/LSTM, LinearAttention, CausalConvWithState, RotaryEmbedding;
-//! [`spatial`]: Resize, Upsample, RoiAlign, Col2Im, DeformConv, AffineGrid, STFT; [`text`]:
-//! string ops and TfIdfVectorizer). Every other op gets the generic plan: free inputs take the
-//! shape of a known input (a broadcasting variant of it for elementwise ops), free attributes a
-//! value by their name (`axis`, `axes`, `perm`, `to`, `epsilon`, ...).
+//! [`spatial`]: Resize, Upsample, RoiAlign, Col2Im, DeformConv, AffineGrid, STFT,
+//! ImageDecoder; [`text`]: string ops and TfIdfVectorizer). Every other op gets the generic
+//! plan: free inputs take the shape of a known input (a broadcasting variant of it for
+//! elementwise ops), free attributes a value by their name (`axis`, `axes`, `perm`, `to`,
+//! `epsilon`, ...).
 
 use onnx_proto::attribute_proto::AttributeType;
 use onnx_ref::DType;
@@ -85,6 +86,7 @@ impl Gen<'_> {
             "DeformConv" => self.plan_deform_conv(c)?,
             "AffineGrid" => self.plan_affine_grid(c)?,
             "STFT" => self.plan_stft(c)?,
+            "ImageDecoder" => self.plan_image_decoder(c)?,
             "StringNormalizer" => self.plan_string_normalizer(c)?,
             "StringSplit" => self.plan_string_split(c)?,
             "RegexFullMatch" => self.plan_regex(c)?,
@@ -119,7 +121,11 @@ impl Gen<'_> {
                 Some(r) if elementwise => self.broadcast_variant(r),
                 Some(r) => r.clone(),
             };
-            let s = self.fill(c, i, shape, LeafOpts::default())?;
+            let opts = LeafOpts {
+                dtype: self.uncommon_dtype(c, i),
+                ..Default::default()
+            };
+            let s = self.fill(c, i, shape, opts)?;
             if reference.is_none() {
                 reference = Some(s);
             }
@@ -139,6 +145,35 @@ impl Gen<'_> {
             self.set_attr(c, &name, v);
         }
         Ok(())
+    }
+
+    /// For a free input whose type allows none of the common element types (BitShift's
+    /// unsigned integers) and no known input shares its type: one of the allowed types.
+    fn uncommon_dtype(&mut self, c: &OpCall, i: usize) -> Option<DType> {
+        let f = &c.schema.inputs[*c.formal.get(i)?];
+        let shared = c.inputs.iter().enumerate().any(|(j, s)| {
+            matches!(s, Slot::Known(_)) && c.schema.inputs[c.formal[j]].type_str == f.type_str
+        });
+        let allowed: Vec<DType> = c
+            .schema
+            .allowed_types(&f.type_str)?
+            .iter()
+            .filter_map(|t| super::gen::dtype_of_type_str(t))
+            .collect();
+        let common = [
+            self.dtype,
+            DType::Float,
+            DType::Int64,
+            DType::Int32,
+            DType::Double,
+            DType::Float16,
+            DType::Bool,
+            DType::String,
+        ];
+        if shared || allowed.is_empty() || allowed.iter().any(|d| common.contains(d)) {
+            return None;
+        }
+        Some(allowed[self.ch.below(allowed.len())])
     }
 
     /// An integer in `lo..=hi`.

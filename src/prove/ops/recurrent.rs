@@ -99,9 +99,8 @@ impl Gen<'_> {
         self.expect_shape(c, 7, vec![dirs, 3 * hidden], "P")?;
         if Self::attr_is_free(c, "activations") {
             let v = if self.ch.one_in(3) {
-                let n = per_dir * if self.ch.one_in(2) { dirs } else { 1 };
                 AVal::Strs(
-                    (0..n)
+                    (0..per_dir * dirs)
                         .map(|_| self.ch.pick(ACTIVATIONS).to_string())
                         .collect(),
                 )
@@ -110,11 +109,17 @@ impl Gen<'_> {
             };
             self.set_attr(c, "activations", v);
         }
-        let with_acts = Self::attr_val(c, "activations").is_some();
-        for name in ["activation_alpha", "activation_beta"] {
+        // One alpha (beta) per activation that takes one, in order.
+        let acts = match Self::attr_val(c, "activations") {
+            Some(AVal::Strs(l)) => l,
+            _ => Vec::new(),
+        };
+        let takes = |names: &[&str]| acts.iter().filter(|a| names.contains(&a.as_str())).count();
+        let alphas = takes(&["Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid", "Elu"]);
+        let betas = takes(&["Affine", "ScaledTanh", "HardSigmoid"]);
+        for (name, n) in [("activation_alpha", alphas), ("activation_beta", betas)] {
             if Self::attr_is_free(c, name) {
-                let v = if with_acts && self.ch.one_in(2) {
-                    let n = 1 + self.ch.below(2 * per_dir);
+                let v = if n > 0 && self.ch.one_in(2) {
                     AVal::Floats((0..n).map(|_| self.ch.pick(&[0.5, 1.0, 0.1])).collect())
                 } else {
                     AVal::Absent

@@ -1,7 +1,7 @@
 //! Planners of the image and signal ops: Resize (every version: scales or sizes, roi, axes,
 //! modes, coordinate transformations, antialias, aspect-ratio policies), Upsample, RoiAlign,
-//! Col2Im, DeformConv, AffineGrid and STFT: block geometries that fit, indices in range and
-//! constant shape inputs.
+//! Col2Im, DeformConv, AffineGrid, STFT and ImageDecoder: block geometries that fit, indices in
+//! range, constant shape inputs and encoded images.
 
 use onnx_ref::DType;
 
@@ -403,6 +403,26 @@ impl Gen<'_> {
             };
             self.set_attr(c, "onesided", v);
         }
+        Ok(())
+    }
+
+    /// ImageDecoder: a small binary PNM image (P5 gray or P6 color) as a constant byte
+    /// stream (PNG and JPEG would need an encoder; trial inputs would not decode).
+    pub(super) fn plan_image_decoder(&mut self, c: &mut OpCall) -> Result<(), Reject> {
+        if Self::is_free(c, 0) {
+            let (w, h) = (1 + self.ch.below(4), 1 + self.ch.below(4));
+            let color = self.ch.one_in(2);
+            let magic = if color { "P6" } else { "P5" };
+            let mut bytes: Vec<i64> = format!("{magic}\n{w} {h}\n255\n")
+                .bytes()
+                .map(i64::from)
+                .collect();
+            let n = w * h * if color { 3 } else { 1 };
+            bytes.extend((0..n).map(|_| self.rng.below(256) as i64));
+            let len = bytes.len();
+            self.fill_ints(c, 0, DType::Uint8, &[len], bytes)?;
+        }
+        self.pick_str_attr(c, "pixel_format", &["RGB", "BGR", "Grayscale"]);
         Ok(())
     }
 }
