@@ -125,8 +125,22 @@ pub(crate) struct DataOpts {
 /// The words string tensors are drawn from: empty, mixed case, inner and outer whitespace,
 /// separators, digits and non-ASCII letters (what the string ops split, match and fold).
 pub(crate) const WORDS: &[&str] = &[
-    "", "a", "ab", "Ab", "AB", "hello world", "foo", "FOO", "x,y", " lead", "tail ", "a  b",
-    "1", "été", "Straße", "a,b,,c",
+    "",
+    "a",
+    "ab",
+    "Ab",
+    "AB",
+    "hello world",
+    "foo",
+    "FOO",
+    "x,y",
+    " lead",
+    "tail ",
+    "a  b",
+    "1",
+    "été",
+    "Straße",
+    "a,b,,c",
 ];
 
 /// A tensor of `dtype` and `shape` with elements drawn per `o`; `None` for element types the

@@ -88,7 +88,10 @@ impl Gen<'_> {
             }
         }
         // String only when nothing else is allowed (the string ops).
-        let dtypes: Vec<DType> = allowed.iter().filter_map(|t| dtype_of_type_str(t)).collect();
+        let dtypes: Vec<DType> = allowed
+            .iter()
+            .filter_map(|t| dtype_of_type_str(t))
+            .collect();
         dtypes
             .iter()
             .copied()

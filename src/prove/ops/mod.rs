@@ -386,7 +386,11 @@ impl Gen<'_> {
 
     /// Sets a free optional attribute to `v`, or leaves it absent one time in `odds`.
     pub(super) fn maybe_attr(&mut self, c: &mut OpCall, name: &str, odds: usize, v: AVal) {
-        let v = if self.ch.one_in(odds) { AVal::Absent } else { v };
+        let v = if self.ch.one_in(odds) {
+            AVal::Absent
+        } else {
+            v
+        };
         self.free_attr_or(c, name, v);
     }
 
@@ -481,7 +485,9 @@ impl Gen<'_> {
         what: &str,
     ) -> Result<(), Reject> {
         match self.known_shape(c, i) {
-            Some(s) if s != want => self.reject(format!("{} {what} {s:?} is not {want:?}", c.op_type)),
+            Some(s) if s != want => {
+                self.reject(format!("{} {what} {s:?} is not {want:?}", c.op_type))
+            }
             Some(_) => Ok(()),
             None => {
                 self.fill_shape(c, i, want)?;

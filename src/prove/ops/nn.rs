@@ -385,9 +385,10 @@ impl Gen<'_> {
                 let (l, d) = if !reuse.is_empty() && self.ch.one_in(2) {
                     reuse[self.ch.below(reuse.len())]
                 } else {
-                    let l = match (b'a'..=b'z').map(char::from).find(|l| {
-                        letters.iter().all(|&(m, _)| m != *l)
-                    }) {
+                    let l = match (b'a'..=b'z')
+                        .map(char::from)
+                        .find(|l| letters.iter().all(|&(m, _)| m != *l))
+                    {
                         Some(l) => l,
                         None => return self.reject("Einsum out of letters"),
                     };

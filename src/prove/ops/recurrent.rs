@@ -115,7 +115,14 @@ impl Gen<'_> {
             _ => Vec::new(),
         };
         let takes = |names: &[&str]| acts.iter().filter(|a| names.contains(&a.as_str())).count();
-        let alphas = takes(&["Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid", "Elu"]);
+        let alphas = takes(&[
+            "Affine",
+            "LeakyRelu",
+            "ThresholdedRelu",
+            "ScaledTanh",
+            "HardSigmoid",
+            "Elu",
+        ]);
         let betas = takes(&["Affine", "ScaledTanh", "HardSigmoid"]);
         for (name, n) in [("activation_alpha", alphas), ("activation_beta", betas)] {
             if Self::attr_is_free(c, name) {
@@ -234,7 +241,11 @@ impl Gen<'_> {
         let xs = match self.known_shape(c, 0) {
             Some(s) => s,
             None => {
-                let (b, s, h) = (self.nonzero_dim(), self.nonzero_dim(), self.ch.pick(&[1, 2]));
+                let (b, s, h) = (
+                    self.nonzero_dim(),
+                    self.nonzero_dim(),
+                    self.ch.pick(&[1, 2]),
+                );
                 let d = 2 * self.ch.pick(&[1usize, 2]);
                 let shape = if self.ch.one_in(2) {
                     vec![b, h, s, d]

@@ -75,7 +75,11 @@ impl Gen<'_> {
             coords.push("half_pixel_symmetric");
         }
         self.pick_str_attr(c, "coordinate_transformation_mode", &coords);
-        self.pick_str_attr(c, "nearest_mode", &["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]);
+        self.pick_str_attr(
+            c,
+            "nearest_mode",
+            &["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"],
+        );
         let a = AVal::Float(self.ch.pick(&[-0.5, -0.75]));
         self.maybe_attr(c, "cubic_coeff_a", 2, a);
         let e = AVal::Int(self.ch.below(2) as i64);
@@ -154,7 +158,9 @@ impl Gen<'_> {
             let roi = if crop || self.ch.one_in(3) {
                 let starts = (0..n).map(|_| self.ch.pick(&[0.0, 0.1, 0.25, -0.2]));
                 let starts: Vec<f64> = starts.collect();
-                let ends: Vec<f64> = (0..n).map(|_| self.ch.pick(&[1.0, 0.8, 0.5, 1.2])).collect();
+                let ends: Vec<f64> = (0..n)
+                    .map(|_| self.ch.pick(&[1.0, 0.8, 0.5, 1.2]))
+                    .collect();
                 AVal::Floats([starts, ends].concat())
             } else if v < 13 {
                 // Required before 13, and empty when unused.
@@ -234,7 +240,11 @@ impl Gen<'_> {
         self.maybe_attr(c, "sampling_ratio", 2, r);
         let s = AVal::Float(self.ch.pick(&[1.0, 0.5, 2.0]));
         self.maybe_attr(c, "spatial_scale", 2, s);
-        self.pick_str_attr(c, "coordinate_transformation_mode", &["half_pixel", "output_half_pixel"]);
+        self.pick_str_attr(
+            c,
+            "coordinate_transformation_mode",
+            &["half_pixel", "output_half_pixel"],
+        );
         Ok(())
     }
 
@@ -292,7 +302,10 @@ impl Gen<'_> {
         let group = Self::int_attr(c, "group", 1).max(1) as usize;
         let og = Self::int_attr(c, "offset_group", 1).max(1) as usize;
         // The generic preset follows the base rank; DeformConv is 2-D.
-        if Self::attr_val(c, "kernel_shape").and_then(|v| v.as_ints()).is_some_and(|k| k.len() != 2) {
+        if Self::attr_val(c, "kernel_shape")
+            .and_then(|v| v.as_ints())
+            .is_some_and(|k| k.len() != 2)
+        {
             Self::unset_attr(c, "kernel_shape");
         }
         let fixed = Self::attr_val(c, "kernel_shape").and_then(|v| v.as_ints());
@@ -367,7 +380,11 @@ impl Gen<'_> {
         let xs = match self.known_shape(c, 0) {
             Some(s) => s,
             None => {
-                let s = vec![self.nonzero_dim(), 1 + self.ch.below(8), self.ch.pick(&[1, 2])];
+                let s = vec![
+                    self.nonzero_dim(),
+                    1 + self.ch.below(8),
+                    self.ch.pick(&[1, 2]),
+                ];
                 self.fill_shape(c, 0, s)?
             }
         };

@@ -24,9 +24,7 @@ impl Gen<'_> {
     /// Some of the generated words.
     fn some_words(&mut self) -> Vec<String> {
         let n = self.ch.below(4);
-        (0..n)
-            .map(|_| self.ch.pick(WORDS).to_string())
-            .collect()
+        (0..n).map(|_| self.ch.pick(WORDS).to_string()).collect()
     }
 
     /// StringNormalizer: input `[C]` or `[1, C]`, stopwords among the generated words.
@@ -35,7 +33,11 @@ impl Gen<'_> {
             Some(s) => s,
             None => {
                 let n = self.nonzero_dim();
-                let s = if self.ch.one_in(2) { vec![n] } else { vec![1, n] };
+                let s = if self.ch.one_in(2) {
+                    vec![n]
+                } else {
+                    vec![1, n]
+                };
                 self.fill_shape(c, 0, s)?
             }
         };
