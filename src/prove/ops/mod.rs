@@ -451,6 +451,7 @@ impl Gen<'_> {
         self.fill_const(c, i, t)
     }
 
+    /// Makes free input `i` the constant `t`.
     fn fill_const(&mut self, c: &mut OpCall, i: usize, t: onnx_ref::Tensor) -> Result<(), Reject> {
         let opts = LeafOpts {
             dtype: Some(t.dtype()),
