@@ -122,6 +122,27 @@ pub(crate) struct DataOpts {
     pub avoid: Option<f64>,
 }
 
+/// The words string tensors are drawn from: empty, mixed case, inner and outer whitespace,
+/// separators, digits and non-ASCII letters (what the string ops split, match and fold).
+pub(crate) const WORDS: &[&str] = &[
+    "",
+    "a",
+    "ab",
+    "Ab",
+    "AB",
+    "hello world",
+    "foo",
+    "FOO",
+    "x,y",
+    " lead",
+    "tail ",
+    "a  b",
+    "1",
+    "été",
+    "Straße",
+    "a,b,,c",
+];
+
 /// A tensor of `dtype` and `shape` with elements drawn per `o`; `None` for element types the
 /// prover does not generate.
 pub(crate) fn random_tensor(
@@ -131,6 +152,12 @@ pub(crate) fn random_tensor(
     o: &DataOpts,
 ) -> Option<Tensor> {
     let n: usize = shape.iter().product();
+    if dtype == DType::String {
+        let words: Vec<String> = (0..n)
+            .map(|_| WORDS[rng.below(WORDS.len() as u64) as usize].to_string())
+            .collect();
+        return Tensor::from_vec(shape, words).ok();
+    }
     if dtype.is_float() {
         let specials = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0];
         let vals: Vec<f64> = (0..n)

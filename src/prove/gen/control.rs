@@ -173,7 +173,15 @@ impl Gen<'_> {
             return self.reject("no operator to draw");
         }
         let op = self.nest.ops[self.ch.below(self.nest.ops.len())];
-        self.add_schema_node(op)
+        // A node that cannot be built is tried once more on new leaves only: the ops with a
+        // planner need shapes that earlier values seldom have.
+        let mark = self.mark();
+        let r = self.add_schema_node(op, true);
+        if r.is_ok() {
+            return r;
+        }
+        self.rollback(mark);
+        self.add_schema_node(op, false)
     }
 
     /// Up to `n` random nodes in the current scope (failed attempts rolled back); how many.
@@ -290,6 +298,7 @@ impl Gen<'_> {
             tensor,
             kind: ValueKind::Node,
             data: DataOpts::default(),
+            container: None,
         })
     }
 
@@ -336,6 +345,7 @@ impl Gen<'_> {
             tensor: t,
             kind: ValueKind::Init,
             data: DataOpts::default(),
+            container: None,
         }))
     }
 
@@ -521,6 +531,7 @@ impl Gen<'_> {
                 tensor: t,
                 kind: ValueKind::Node,
                 data: DataOpts::default(),
+                container: None,
             }));
         }
         self.nodes.push(node);

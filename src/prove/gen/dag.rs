@@ -300,12 +300,21 @@ impl Gen<'_> {
     }
 
     /// An earlier value for input `k` (its type allowed; beside a known operand, a shape that
-    /// broadcasts with it), or a new leaf left to the planner.
-    fn choose_input(&mut self, schema: &OpSchema, k: usize, inputs: &[(Slot, usize)]) -> Slot {
+    /// broadcasts with it) when `reuse`, or a new leaf left to the planner.
+    fn choose_input(
+        &mut self,
+        schema: &OpSchema,
+        k: usize,
+        inputs: &[(Slot, usize)],
+        reuse: bool,
+    ) -> Slot {
         let free = Slot::Free {
             var: None,
             lit: None,
         };
+        if !reuse {
+            return free;
+        }
         let first = !inputs.iter().any(|(s, _)| matches!(s, Slot::Known(_)));
         let reuse = if first {
             !self.ch.one_in(8)
@@ -342,8 +351,9 @@ impl Gen<'_> {
         Slot::Known(pick)
     }
 
-    /// Adds one node of `op_type` from its schema: inputs, attributes, outputs.
-    pub(super) fn add_schema_node(&mut self, op_type: &str) -> Result<(), Reject> {
+    /// Adds one node of `op_type` from its schema: inputs (earlier values among them when
+    /// `reuse`), attributes, outputs.
+    pub(super) fn add_schema_node(&mut self, op_type: &str, reuse: bool) -> Result<(), Reject> {
         let Some(schema) = onnx_schema::registry().lookup("", op_type, self.opset) else {
             return self.reject(format!("{op_type} does not exist"));
         };
@@ -369,7 +379,7 @@ impl Gen<'_> {
                 node_pos.push(k);
             }
             for j in 0..count {
-                let s = self.choose_input(schema, k, &chosen);
+                let s = self.choose_input(schema, k, &chosen, reuse);
                 chosen.push((s, k));
                 node_pos.push(k + j);
             }
@@ -469,9 +479,24 @@ impl Gen<'_> {
                 AttributeType::Float => AVal::Float(self.ch.pick(&[0.5, 1.0, 2.0])),
                 _ => continue,
             };
+            // Element type codes (`to`, `stash_type`, ...): 0, 1, 2 are undefined, float,
+            // uint8, which few of these attributes allow; their planners or defaults decide.
             if !matches!(
                 name.as_str(),
-                "axis" | "to" | "keepdims" | "epsilon" | "alpha" | "beta" | "gamma" | "seed"
+                "axis"
+                    | "to"
+                    | "keepdims"
+                    | "epsilon"
+                    | "alpha"
+                    | "beta"
+                    | "gamma"
+                    | "seed"
+                    | "dtype"
+                    | "stash_type"
+                    | "output_dtype"
+                    | "output_datatype"
+                    | "precision"
+                    | "softmax_precision"
             ) {
                 self.set_attr(c, &name, v);
             }

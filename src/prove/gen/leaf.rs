@@ -87,10 +87,16 @@ impl Gen<'_> {
                 return d;
             }
         }
-        allowed
+        // String only when nothing else is allowed (the string ops).
+        let dtypes: Vec<DType> = allowed
             .iter()
             .filter_map(|t| dtype_of_type_str(t))
+            .collect();
+        dtypes
+            .iter()
+            .copied()
             .find(|&d| d != DType::String)
+            .or(dtypes.first().copied())
             .unwrap_or(self.dtype)
     }
 
@@ -290,6 +296,16 @@ impl Gen<'_> {
     /// The variable an attribute slot binds.
     pub fn attr_var(c: &OpCall, name: &str) -> Option<VarId> {
         Self::attr_index(c, name).and_then(|i| c.attrs[i].var)
+    }
+
+    /// Frees an attribute the generator chose (a preset the planner overrides); one the
+    /// pattern fixes is kept.
+    pub fn unset_attr(c: &mut OpCall, name: &str) {
+        if let Some(i) = Self::attr_index(c, name) {
+            if matches!(c.attrs[i].state, AState::Done(_)) {
+                c.attrs[i].state = AState::Free;
+            }
+        }
     }
 
     /// Chooses a free attribute (hints on its variable win); fixed ones are kept.

@@ -40,6 +40,7 @@ pub(crate) enum AVal {
     Ints(Vec<i64>),
     Floats(Vec<f64>),
     Str(String),
+    Strs(Vec<String>),
     Absent,
 }
 
@@ -94,6 +95,7 @@ impl AVal {
             AVal::Ints(l) => GVal::List(l.iter().map(|&i| GVal::Int(i)).collect()),
             AVal::Floats(l) => GVal::List(l.iter().map(|&f| GVal::Float(f)).collect()),
             AVal::Str(s) => GVal::Str(s.clone()),
+            AVal::Strs(l) => GVal::List(l.iter().map(|s| GVal::Str(s.clone())).collect()),
             AVal::Absent => GVal::Absent,
         }
     }

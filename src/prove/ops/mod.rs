@@ -1,17 +1,24 @@
-//! Op-aware planning ([`nn`]: channels and inner dims; [`shape`]: shape ops): where random shapes almost never fit (Conv, BatchNormalization, MatMul,
-//! Gemm, Concat, Split, Expand, Slice, ...), the planner of the op chooses the shapes of its free
-//! leaves and the values of its free attributes together, from what is already known. Every
-//! other op gets the generic plan: free inputs take the shape of a known input (a broadcasting
-//! variant of it for elementwise ops), free attributes a value by their name (`axis`, `axes`,
-//! `perm`, `to`, `epsilon`, ...).
+//! Op-aware planning: where random shapes almost never fit, the planner of the op chooses the
+//! shapes of its free leaves and the values of its free attributes together, from what is
+//! already known ([`nn`]: channels and inner dims, Einsum equations; [`shape`]: shape ops;
+//! [`recurrent`]: RNN/GRU/LSTM, LinearAttention, CausalConvWithState, RotaryEmbedding;
+//! [`spatial`]: Resize, Upsample, RoiAlign, Col2Im, DeformConv, AffineGrid, STFT,
+//! ImageDecoder; [`text`]: string ops and TfIdfVectorizer). Every other op gets the generic
+//! plan: free inputs take the shape of a known input (a broadcasting variant of it for
+//! elementwise ops), free attributes a value by their name (`axis`, `axes`, `perm`, `to`,
+//! `epsilon`, ...).
 
 use onnx_proto::attribute_proto::AttributeType;
 use onnx_ref::DType;
 
+use super::choice::{float_tensor, int_tensor};
 use super::gen::{AState, AVal, Gen, LeafOpts, Loc, OpCall, Reject, Slot};
 
 mod nn;
+mod recurrent;
 mod shape;
+mod spatial;
+mod text;
 
 /// Ops whose inputs broadcast against each other (multidirectionally, or PRelu's slope).
 const BROADCASTING: &[&str] = &[
@@ -39,6 +46,7 @@ const BROADCASTING: &[&str] = &[
     "BitwiseOr",
     "BitwiseXor",
     "PRelu",
+    "StringConcat",
 ];
 
 pub(super) fn normalize(axis: i64, rank: usize) -> Option<usize> {
@@ -65,6 +73,24 @@ impl Gen<'_> {
             "Pad" => self.plan_pad(c)?,
             "Slice" => self.plan_slice(c)?,
             "LayerNormalization" => self.plan_layernorm(c)?,
+            "MeanVarianceNormalization" => self.plan_mvn(c)?,
+            "Einsum" => self.plan_einsum(c)?,
+            "RNN" | "GRU" | "LSTM" => self.plan_recurrent(c)?,
+            "LinearAttention" => self.plan_linear_attention(c)?,
+            "CausalConvWithState" => self.plan_causal_conv(c)?,
+            "RotaryEmbedding" => self.plan_rotary(c)?,
+            "Resize" => self.plan_resize(c)?,
+            "Upsample" => self.plan_upsample(c)?,
+            "RoiAlign" => self.plan_roi_align(c)?,
+            "Col2Im" => self.plan_col2im(c)?,
+            "DeformConv" => self.plan_deform_conv(c)?,
+            "AffineGrid" => self.plan_affine_grid(c)?,
+            "STFT" => self.plan_stft(c)?,
+            "ImageDecoder" => self.plan_image_decoder(c)?,
+            "StringNormalizer" => self.plan_string_normalizer(c)?,
+            "StringSplit" => self.plan_string_split(c)?,
+            "RegexFullMatch" => self.plan_regex(c)?,
+            "TfIdfVectorizer" => self.plan_tfidf(c)?,
             _ => {}
         }
         self.complete(c)
@@ -95,7 +121,11 @@ impl Gen<'_> {
                 Some(r) if elementwise => self.broadcast_variant(r),
                 Some(r) => r.clone(),
             };
-            let s = self.fill(c, i, shape, LeafOpts::default())?;
+            let opts = LeafOpts {
+                dtype: self.uncommon_dtype(c, i),
+                ..Default::default()
+            };
+            let s = self.fill(c, i, shape, opts)?;
             if reference.is_none() {
                 reference = Some(s);
             }
@@ -115,6 +145,35 @@ impl Gen<'_> {
             self.set_attr(c, &name, v);
         }
         Ok(())
+    }
+
+    /// For a free input whose type allows none of the common element types (BitShift's
+    /// unsigned integers) and no known input shares its type: one of the allowed types.
+    fn uncommon_dtype(&mut self, c: &OpCall, i: usize) -> Option<DType> {
+        let f = &c.schema.inputs[*c.formal.get(i)?];
+        let shared = c.inputs.iter().enumerate().any(|(j, s)| {
+            matches!(s, Slot::Known(_)) && c.schema.inputs[c.formal[j]].type_str == f.type_str
+        });
+        let allowed: Vec<DType> = c
+            .schema
+            .allowed_types(&f.type_str)?
+            .iter()
+            .filter_map(|t| super::gen::dtype_of_type_str(t))
+            .collect();
+        let common = [
+            self.dtype,
+            DType::Float,
+            DType::Int64,
+            DType::Int32,
+            DType::Double,
+            DType::Float16,
+            DType::Bool,
+            DType::String,
+        ];
+        if shared || allowed.is_empty() || allowed.iter().any(|d| common.contains(d)) {
+            return None;
+        }
+        Some(allowed[self.ch.below(allowed.len())])
     }
 
     /// An integer in `lo..=hi`.
@@ -224,6 +283,9 @@ impl Gen<'_> {
             "value" => AVal::Float(self.ch.pick(&[0.0, 1.5, -1.0])),
             "pads" => AVal::Ints((0..2 * r).map(|_| self.ch.pick(&[0, 0, 1, 2])).collect()),
             "k" => AVal::Int(1),
+            "direction" if c.op_type == "BitShift" => {
+                AVal::Str(self.ch.pick(&["LEFT", "RIGHT"]).to_string())
+            }
             "mode" if c.op_type == "Pad" => {
                 let mut modes = vec!["constant", "reflect", "edge"];
                 if c.schema.since_version >= 19 {
@@ -320,5 +382,128 @@ impl Gen<'_> {
         if Self::attr_is_free(c, name) {
             self.set_attr(c, name, v);
         }
+    }
+
+    /// Sets a free optional attribute to `v`, or leaves it absent one time in `odds`.
+    pub(super) fn maybe_attr(&mut self, c: &mut OpCall, name: &str, odds: usize, v: AVal) {
+        let v = if self.ch.one_in(odds) {
+            AVal::Absent
+        } else {
+            v
+        };
+        self.free_attr_or(c, name, v);
+    }
+
+    /// A free string attribute set to one of `options` (absent one time in three: its default).
+    pub(super) fn pick_str_attr(&mut self, c: &mut OpCall, name: &str, options: &[&str]) {
+        let v = AVal::Str(self.ch.pick(options).to_string());
+        self.maybe_attr(c, name, 3, v);
+    }
+
+    /// An integer attribute's value once chosen, else `default`.
+    pub(super) fn int_attr(c: &OpCall, name: &str, default: i64) -> i64 {
+        Self::attr_val(c, name)
+            .and_then(|v| v.as_int())
+            .unwrap_or(default)
+    }
+
+    /// A string attribute's value once chosen, else `default`.
+    pub(super) fn str_attr(c: &OpCall, name: &str, default: &str) -> String {
+        match Self::attr_val(c, name) {
+            Some(AVal::Str(s)) => s,
+            _ => default.to_string(),
+        }
+    }
+
+    /// Makes free input `i` a constant of `dtype` (an integer type) holding `vals`.
+    pub(super) fn fill_ints(
+        &mut self,
+        c: &mut OpCall,
+        i: usize,
+        dtype: DType,
+        shape: &[usize],
+        vals: Vec<i64>,
+    ) -> Result<(), Reject> {
+        if !Self::is_free(c, i) {
+            return Ok(());
+        }
+        let Some(t) = int_tensor(dtype, shape, vals) else {
+            return self.reject(format!("cannot write {} constants", dtype.name()));
+        };
+        self.fill_const(c, i, t)
+    }
+
+    /// Makes free input `i` a constant of `dtype` (a floating type) holding `vals`.
+    pub(super) fn fill_floats(
+        &mut self,
+        c: &mut OpCall,
+        i: usize,
+        dtype: DType,
+        shape: &[usize],
+        vals: Vec<f64>,
+    ) -> Result<(), Reject> {
+        if !Self::is_free(c, i) {
+            return Ok(());
+        }
+        let Some(t) = float_tensor(dtype, shape, vals) else {
+            return self.reject(format!("cannot write {} constants", dtype.name()));
+        };
+        self.fill_const(c, i, t)
+    }
+
+    /// Makes free input `i` the constant `t`.
+    fn fill_const(&mut self, c: &mut OpCall, i: usize, t: onnx_ref::Tensor) -> Result<(), Reject> {
+        let opts = LeafOpts {
+            dtype: Some(t.dtype()),
+            konst: true,
+            data: Some(t.clone()),
+            ..Default::default()
+        };
+        self.fill(c, i, t.shape().to_vec(), opts)?;
+        Ok(())
+    }
+
+    /// Makes free input `i` a leaf of `shape` (its dtype per the schema).
+    pub(super) fn fill_shape(
+        &mut self,
+        c: &mut OpCall,
+        i: usize,
+        shape: Vec<usize>,
+    ) -> Result<Vec<usize>, Reject> {
+        if !Self::is_free(c, i) {
+            return Ok(self.known_shape(c, i).unwrap_or_default());
+        }
+        self.fill(c, i, shape, LeafOpts::default())
+    }
+
+    /// The shape input `i` must have: a known one must equal `want`, a free one becomes a
+    /// leaf of it; an absent one is fine.
+    pub(super) fn expect_shape(
+        &mut self,
+        c: &mut OpCall,
+        i: usize,
+        want: Vec<usize>,
+        what: &str,
+    ) -> Result<(), Reject> {
+        match self.known_shape(c, i) {
+            Some(s) if s != want => {
+                self.reject(format!("{} {what} {s:?} is not {want:?}", c.op_type))
+            }
+            Some(_) => Ok(()),
+            None => {
+                self.fill_shape(c, i, want)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether input `i` is given (known or to be planned), not absent or past the end.
+    pub(super) fn present(c: &OpCall, i: usize) -> bool {
+        matches!(c.inputs.get(i), Some(Slot::Known(_) | Slot::Free { .. }))
+    }
+
+    /// A fraction in [0, 1) (from the choice vector: constants shrink with the model).
+    pub(super) fn unit(&mut self) -> f64 {
+        self.ch.below(1000) as f64 / 1000.0
     }
 }

@@ -1,5 +1,6 @@
 //! Planners of the ops whose operands must agree on channels and inner dims: Conv,
-//! BatchNormalization, MatMul, Gemm, LayerNormalization.
+//! BatchNormalization, MatMul, Gemm, LayerNormalization, MeanVarianceNormalization, and
+//! Einsum (a random equation over the instance's dims).
 
 use super::normalize;
 use crate::prove::gen::{AVal, Gen, LeafOpts, OpCall, Reject};
@@ -302,4 +303,149 @@ impl Gen<'_> {
         }
         Ok(())
     }
+
+    /// MeanVarianceNormalization: `axes` always set. Its function body reads `axes` from the
+    /// attribute with no default, and onnx's checker expands the body at opset 18 and on.
+    pub(super) fn plan_mvn(&mut self, c: &mut OpCall) -> Result<(), Reject> {
+        let xs = self.operand(c, 0, 0)?;
+        if Self::attr_is_free(c, "axes") {
+            let v = if xs.len() == 4 && self.ch.one_in(3) {
+                AVal::Ints(vec![0, 2, 3])
+            } else {
+                self.axes_value(c, xs.len())
+            };
+            self.set_attr(c, "axes", v);
+        }
+        Ok(())
+    }
+
+    /// Einsum: each operand's dims get letters (a letter shared between operands or repeated
+    /// in one, a diagonal, stands for dims of one size), sometimes a leading ellipsis; the
+    /// output is implicit or an explicit subset of the letters in a random order.
+    pub(super) fn plan_einsum(&mut self, c: &mut OpCall) -> Result<(), Reject> {
+        if !Self::attr_is_free(c, "equation") {
+            for i in 0..c.inputs.len() {
+                if Self::is_free(c, i) {
+                    let s = self.base.clone();
+                    self.fill_shape(c, i, s)?;
+                }
+            }
+            return Ok(());
+        }
+        // Letters in use with their dims.
+        let mut letters: Vec<(char, usize)> = Vec::new();
+        let ellipsis = self.ch.one_in(5);
+        // The broadcast shape of the ellipsis dims so far.
+        let mut ell: Vec<usize> = Vec::new();
+        let mut terms = Vec::new();
+        for i in 0..c.inputs.len() {
+            let known = self.known_shape(c, i);
+            let rank = match &known {
+                Some(s) => s.len(),
+                None => self.ch.pick(&[2usize, 1, 3, 2, 0]),
+            };
+            // The ellipsis takes the leading dims of a known operand, or new ones that
+            // broadcast with those seen.
+            let lead = match (&known, ellipsis) {
+                (_, false) => 0,
+                (Some(_), true) => self.ch.below(rank.min(2) + 1),
+                (None, true) => self.ch.below(3),
+            };
+            let mut dims = Vec::new();
+            let mut term = String::new();
+            if ellipsis {
+                term.push_str("...");
+                let mine: Vec<usize> = match &known {
+                    Some(s) => s[..lead].to_vec(),
+                    None => (0..lead)
+                        .map(|p| match ell.len().checked_sub(lead - p) {
+                            Some(j) if !self.ch.one_in(3) => ell[j],
+                            Some(_) => 1,
+                            None => self.nonzero_dim(),
+                        })
+                        .collect(),
+                };
+                match broadcast_shapes(&ell, &mine) {
+                    Some(b) => ell = b,
+                    None => return self.reject("Einsum ellipsis dims do not broadcast"),
+                }
+                dims.extend(mine);
+            }
+            let body = match &known {
+                Some(s) => s[lead..].to_vec(),
+                None => Vec::new(),
+            };
+            for p in 0..rank.saturating_sub(lead).max(body.len()) {
+                let want = body.get(p).copied();
+                let reuse: Vec<(char, usize)> = letters
+                    .iter()
+                    .copied()
+                    .filter(|&(_, d)| want.is_none_or(|w| w == d))
+                    .collect();
+                let (l, d) = if !reuse.is_empty() && self.ch.one_in(2) {
+                    reuse[self.ch.below(reuse.len())]
+                } else {
+                    let l = match (b'a'..=b'z')
+                        .map(char::from)
+                        .find(|l| letters.iter().all(|&(m, _)| m != *l))
+                    {
+                        Some(l) => l,
+                        None => return self.reject("Einsum out of letters"),
+                    };
+                    let d = match want {
+                        Some(w) => w,
+                        None => self.dim(),
+                    };
+                    letters.push((l, d));
+                    (l, d)
+                };
+                term.push(l);
+                dims.push(d);
+            }
+            if known.is_none() {
+                self.fill_shape(c, i, dims)?;
+            }
+            terms.push(term);
+        }
+        let mut eq = terms.join(",");
+        if !self.ch.one_in(4) {
+            let mut used: Vec<char> = Vec::new();
+            for t in &terms {
+                for l in t.chars().filter(char::is_ascii_alphabetic) {
+                    if !used.contains(&l) {
+                        used.push(l);
+                    }
+                }
+            }
+            let mut out: Vec<char> = used.into_iter().filter(|_| self.ch.one_in(2)).collect();
+            for i in (1..out.len()).rev() {
+                let j = self.ch.below(i + 1);
+                out.swap(i, j);
+            }
+            eq.push_str("->");
+            if ellipsis {
+                eq.push_str("...");
+            }
+            eq.extend(out);
+        }
+        self.set_attr(c, "equation", AVal::Str(eq));
+        Ok(())
+    }
+}
+
+/// The numpy broadcast of two shapes, if they broadcast.
+fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![1; n];
+    for (k, o) in out.iter_mut().enumerate() {
+        let x = (k + a.len()).checked_sub(n).map_or(1, |j| a[j]);
+        let y = (k + b.len()).checked_sub(n).map_or(1, |j| b[j]);
+        *o = match (x, y) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        };
+    }
+    Some(out)
 }
