@@ -21,22 +21,6 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 /// Cases per configuration in the suite.
 const CASES: u32 = 100;
 
-/// FIXME: messages of the open optimizer bugs in `tests/fuzz/open/` (each file still fails
-/// with it): a generated model failing with one of them is not reported again here.
-const OPEN: &[&str] = &[
-    // unused_output_name_in_subgraph.onnxtxt
-    "reuses a name of an enclosing graph",
-    // subgraph_initializer_below_ir4.onnxtxt
-    "is not a graph input (required below IR version 4",
-    // slice10_float_starts.onnxtxt
-    "which Slice-10 does not allow for starts",
-];
-
-/// Whether a failure is one of the open bugs.
-fn known_open(f: &onnx_opt::fuzz::Failure) -> bool {
-    OPEN.iter().any(|m| f.detail.contains(m))
-}
-
 /// Runs `CASES` generated models through configuration `which` of the campaign (by name
 /// prefix); returns how many were optimized and compared.
 fn fuzz_config(which: &str, rng_seed: u64) {
@@ -59,7 +43,7 @@ fn fuzz_config(which: &str, rng_seed: u64) {
             .find(|(n, _)| n.starts_with(which))
             .expect("the campaign has this configuration");
         match check_case(&case, &optimizer) {
-            Verdict::Failed(f) if !known_open(&f) => Err(TestCaseError::fail(format!(
+            Verdict::Failed(f) => Err(TestCaseError::fail(format!(
                 "[{name}] seed {seed:#018x}: {f}\n{}",
                 case.text()
             ))),
@@ -123,7 +107,7 @@ fn fuzz_control_flow_and_functions() {
             .find(|(n, _)| n == "default")
             .expect("the campaign has the default configuration");
         match check_case(&case, &optimizer) {
-            Verdict::Failed(f) if !known_open(&f) => {
+            Verdict::Failed(f) => {
                 failures.push(format!("[{name}] seed {seed:#x}: {f}\n{}", case.text()))
             }
             Verdict::Failed(_) => {}
