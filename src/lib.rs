@@ -58,7 +58,7 @@ mod rust_rule;
 pub mod testing;
 pub mod verify;
 
-pub use model::{is_text_model, load_proto};
+pub use model::{is_text_model, load_proto, save_proto};
 /// What a Rust rule's guard and right side see and build with.
 pub use onnx_egraph::{RustMatch, RustOp, RustRhs, Val};
 pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
@@ -208,7 +208,7 @@ pub fn to_text(model: &Model) -> String {
 pub fn save(model: &Model, path: impl AsRef<Path>) -> Result<(), Error> {
     let path = path.as_ref();
     optimize::check_ir(path, model)?;
-    onnx_proto::save_model(
+    model::save_proto(
         &model.to_proto(),
         None,
         path,

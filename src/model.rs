@@ -92,3 +92,39 @@ mod tests {
         assert!(!is_text_model(Path::new("m.onnx"), b""));
     }
 }
+
+/// Writes a model where `path` says: the text syntax for a `.onnxtxt`/`.txt` path (tensors
+/// inline; external data options do not apply), else the binary protobuf with
+/// [`onnx_proto::save_model`]. Both go through a temporary file in the same directory and a
+/// rename, so a failure never leaves a half-written file.
+pub fn save_proto(
+    proto: &ModelProto,
+    dir: Option<&Path>,
+    path: &Path,
+    options: &onnx_proto::SaveOptions,
+) -> Result<(), onnx_proto::Error> {
+    let text = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnxtxt") || e.eq_ignore_ascii_case("txt"));
+    if !text {
+        return onnx_proto::save_model(proto, dir, path, options);
+    }
+    let io = |source| onnx_proto::Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut printed = onnx_text::print_model(proto, &onnx_text::PrintOptions::default());
+    printed.push('\n');
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, printed).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e)
+    })
+}

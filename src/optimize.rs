@@ -125,7 +125,7 @@ pub fn optimize_file(
         external: threshold.map(|t| onnx_proto::ExternalDataOptions::for_model(output, t)),
         ..Default::default()
     };
-    onnx_proto::save_model(&proto, None, output, &options)?;
+    crate::model::save_proto(&proto, None, output, &options)?;
     let save_ms = t3.elapsed().as_secs_f64() * 1e3;
     let size_after = std::fs::metadata(output)
         .map_err(|source| onnx_proto::Error::Io {

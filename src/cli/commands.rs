@@ -99,7 +99,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
                     .map(|t| onnx_proto::ExternalDataOptions::for_model(&output, t)),
                 ..Default::default()
             };
-            onnx_proto::save_model(&loaded.model, Some(&loaded.dir), &output, &options)
+            onnx_opt::save_proto(&loaded.model, Some(&loaded.dir), &output, &options)
                 .with_context(|| format!("saving {}", output.display()))?;
             Ok(ExitCode::SUCCESS)
         }

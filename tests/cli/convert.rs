@@ -137,3 +137,20 @@ fn optimize_can_land_at_a_target_opset() {
         "{info}"
     );
 }
+
+#[test]
+fn an_onnxtxt_output_is_written_as_text_and_loads_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlp18.onnxtxt");
+    let o = onnx_opt(&[&"convert", &example(), &"--opset", &"18", &"-o", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).expect("the output is UTF-8 text");
+    assert!(text.contains(r#"opset_import: ["" : 18]"#), "{text}");
+    assert!(onnx_opt(&[&"check", &out]).status.success());
+    // No temporary file is left beside it.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}

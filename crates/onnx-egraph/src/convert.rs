@@ -66,13 +66,28 @@ const RENAMED_INPUTS: &[(&str, &str, &str)] = &[
     ("BatchNormalization", "var", "input_var"),
 ];
 
-/// Added attributes whose default is not the behaviour of the versions before them: an older
-/// node rebound upward would change meaning. (Resize and Upsample change their inputs too.)
-pub const ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR: &[(&str, &str)] = &[
-    ("RoiAlign", "coordinate_transformation_mode"),
-    ("Resize", "coordinate_transformation_mode"),
-    ("Resize", "nearest_mode"),
+/// Added attributes whose default is not the behaviour of the versions before them: (op,
+/// attribute, the string value that is the old behaviour, where one value is). Going up, the
+/// attribute is written with that value (or the node is not rebound); going down, a node is
+/// rebound only when it holds that value, not the default. (Resize and Upsample change their
+/// inputs too and are not rebound.)
+pub const ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR: &[(&str, &str, Option<&str>)] = &[
+    (
+        "RoiAlign",
+        "coordinate_transformation_mode",
+        Some("output_half_pixel"),
+    ),
+    ("Resize", "coordinate_transformation_mode", None),
+    ("Resize", "nearest_mode", None),
 ];
+
+/// The old behaviour of an attribute added with another default, if it is listed.
+fn old_behaviour(op: &str, attr: &str) -> Option<Option<&'static str>> {
+    ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR
+        .iter()
+        .find(|(o, a, _)| *o == op && *a == attr)
+        .map(|x| x.2)
+}
 
 /// Logical parameters whose absence means something else as an attribute than as an input:
 /// (op, parameter, the value an absent input means). Clip before 11 clips to the float type's
@@ -308,11 +323,21 @@ fn rebuild(
             }
             Some(_) => return None,
             None => {
-                // Dropped by the target: fine only where the node holds the default.
-                let holds_default = match (value, &a.default) {
-                    (None, _) => true,
-                    (Some(v), Some(d)) => attr_value(eg, v).is_some_and(|p| same_value(p, d)),
-                    (Some(_), None) => false,
+                // Dropped by the target: fine only where the node holds the default (or, for
+                // an attribute added with another default, the behaviour before it).
+                let holds_default = match old_behaviour(&info.op_type, &a.name) {
+                    Some(old) => {
+                        let held = value
+                            .and_then(|v| attr_value(eg, v))
+                            .and_then(|p| p.s.clone())
+                            .or_else(|| a.default.as_ref().and_then(|d| d.s.clone()));
+                        old.is_some() && held.as_deref() == old.map(str::as_bytes)
+                    }
+                    None => match (value, &a.default) {
+                        (None, _) => true,
+                        (Some(v), Some(d)) => attr_value(eg, v).is_some_and(|p| same_value(p, d)),
+                        (Some(_), None) => false,
+                    },
                 };
                 if !holds_default {
                     return None;
@@ -324,13 +349,18 @@ fn rebuild(
         if attr_of(&to_params, &src_params, &t.name) {
             continue;
         }
-        if source.attributes.iter().all(|a| a.name != t.name)
-            && (t.required
-                || ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR
-                    .iter()
-                    .any(|(o, n)| *o == info.op_type && *n == t.name))
-        {
-            return None;
+        if source.attributes.iter().all(|a| a.name != t.name) {
+            if t.required {
+                return None;
+            }
+            match old_behaviour(&info.op_type, &t.name) {
+                None => {}
+                Some(None) => return None,
+                Some(Some(old)) => {
+                    let proto = crate::rules::to_attribute(&t.name, t.ty, &Val::Str(old.into()))?;
+                    b = b.attr(&t.name, AttrArg::Proto(Box::new(proto)));
+                }
+            }
         }
     }
     if !types_allowed(eg, class, node, info.attr_names.len(), to) {
