@@ -240,6 +240,16 @@ fn conv_transpose(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
             w.shape()
         )));
     }
+    // kernel_shape, when given, must be W's spatial dims (as for Conv; onnxruntime refuses
+    // the node otherwise, and shape inference would read the attribute).
+    if let Some(k) = ctx.attr_ints("kernel_shape").filter(|k| !k.is_empty()) {
+        if to_dims(k)? != w.shape()[2..] {
+            return Err(ctx.err(format!(
+                "kernel_shape {k:?} does not match W {:?}",
+                w.shape()
+            )));
+        }
+    }
     let g = geometry(ctx, &x.shape()[2..], &w.shape()[2..])?;
     let group = group as usize;
     let out = match x {
@@ -274,4 +284,34 @@ fn conv_transpose(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
         other => return Err(unsupported(ctx, other)),
     };
     one(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{node, t};
+    use crate::registry::eval_node;
+
+    /// A kernel_shape that is not W's spatial dims is refused, not ignored (found by the
+    /// optimizer fuzzer: shape inference reads the attribute, so a folded Shape disagreed).
+    #[test]
+    fn a_kernel_shape_other_than_ws_is_an_error() {
+        let ints = |v: &[i64]| onnx_proto::AttributeProto {
+            name: Some("kernel_shape".into()),
+            ints: v.to_vec(),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Ints as i32),
+            ..Default::default()
+        };
+        let inputs = [t(&[1, 1, 3], vec![1.0, 2.0, 3.0]), t(&[1, 1, 1], vec![2.0])];
+        let bad = node("ConvTranspose", &["x", "w"], vec![ints(&[2])]);
+        let e = eval_node(&bad, 11, &inputs).unwrap_err().to_string();
+        assert!(
+            e.contains("kernel_shape [2] does not match W [1, 1, 1]"),
+            "{e}"
+        );
+        let good = node("ConvTranspose", &["x", "w"], vec![ints(&[1])]);
+        let y = eval_node(&good, 11, &inputs).unwrap().remove(0);
+        let y = y.into_tensor().unwrap();
+        assert_eq!(y.shape(), &[1, 1, 3]);
+        assert_eq!(y.to_f64_vec().unwrap(), vec![2.0, 4.0, 6.0]);
+    }
 }
