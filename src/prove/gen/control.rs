@@ -27,7 +27,7 @@ use onnx_proto::{
 use onnx_ref::{DType, Session, Tensor, Value};
 
 use super::function::LocalFunction;
-use super::{Gen, GenValue, Reject, ValueKind, MAX_ELEMENTS};
+use super::{int_attr, Gen, GenValue, Reject, ValueKind, MAX_ELEMENTS};
 use crate::prove::choice::{random_tensor, DataOpts};
 
 /// The domain of the model-local functions.
@@ -112,15 +112,6 @@ fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
         name: Some(name.to_string()),
         r#type: Some(AttributeType::Graph as i32),
         g: Some(g),
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, i: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.to_string()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(i),
         ..Default::default()
     }
 }

@@ -698,3 +698,13 @@ impl Gen<'_> {
         Ok(out)
     }
 }
+
+/// An `INT` attribute.
+pub(super) fn int_attr(name: &str, v: i64) -> onnx_proto::AttributeProto {
+    onnx_proto::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    }
+}

@@ -20,7 +20,7 @@ use onnx_ref::{DType, Sequence, Value};
 use value::tensor_type;
 pub(crate) use value::{redraw_value, Container, ContainerType};
 
-use super::{type_str, Gen, GenValue, Reject, ValueKind};
+use super::{int_attr, type_str, Gen, GenValue, Reject, ValueKind};
 use crate::prove::choice::{int_tensor, random_tensor, DataOpts};
 
 /// The operators drawn on sequences and optionals (those the opset has).
@@ -54,15 +54,6 @@ fn admits(op: &str, opset: i64, output: bool, formal: usize, ty: &str) -> bool {
             || s.allowed_types(&f.type_str)
                 .is_some_and(|a| a.iter().any(|t| t == ty))
     })
-}
-
-fn int_attr(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
 }
 
 /// A declaration of `name` with type `ty`.
