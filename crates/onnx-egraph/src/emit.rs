@@ -436,7 +436,13 @@ impl Emitter<'_> {
             };
             let proto = self.egraph.analysis.attrs.get(a);
             let spelled = origin.is_some_and(|o| o.attribute(name).is_some());
-            if !spelled {
+            // An op whose types onnx infers by expanding its function body (no inference of
+            // its own) keeps its attributes spelled out: the body may read one without the
+            // schema's default (MeanVarianceNormalization's `axes` from opset 18), and
+            // onnx.checker rejects the node then.
+            let has_body =
+                schema.is_some_and(|s| s.has_function() && !s.has_type_and_shape_inference);
+            if !spelled && !has_body {
                 if let Some(def) = schema
                     .and_then(|s| s.attribute(name))
                     .and_then(|s| s.default.as_ref())
