@@ -80,19 +80,6 @@ fn read_head(path: &Path) -> Result<Vec<u8>, Error> {
     Ok(head)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_told_apart_from_binary() {
-        assert!(is_text_model(Path::new("m.onnxtxt"), b"\x08\x07"));
-        assert!(is_text_model(Path::new("m.onnx"), b"  \n<ir_version: 8>"));
-        assert!(!is_text_model(Path::new("m.onnx"), b"\x08\x07\x12"));
-        assert!(!is_text_model(Path::new("m.onnx"), b""));
-    }
-}
-
 /// Writes a model where `path` says: the text syntax for a `.onnxtxt`/`.txt` path (tensors
 /// inline; external data options do not apply), else the binary protobuf with
 /// [`onnx_proto::save_model`]. Both go through a temporary file in the same directory and a
@@ -127,4 +114,17 @@ pub fn save_proto(
         let _ = std::fs::remove_file(&tmp);
         io(e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_told_apart_from_binary() {
+        assert!(is_text_model(Path::new("m.onnxtxt"), b"\x08\x07"));
+        assert!(is_text_model(Path::new("m.onnx"), b"  \n<ir_version: 8>"));
+        assert!(!is_text_model(Path::new("m.onnx"), b"\x08\x07\x12"));
+        assert!(!is_text_model(Path::new("m.onnx"), b""));
+    }
 }

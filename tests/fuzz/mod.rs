@@ -110,7 +110,6 @@ fn fuzz_control_flow_and_functions() {
             Verdict::Failed(f) => {
                 failures.push(format!("[{name}] seed {seed:#x}: {f}\n{}", case.text()))
             }
-            Verdict::Failed(_) => {}
             _ => passed.add(case.proto()),
         }
     }

@@ -246,7 +246,7 @@ fn rebuild(
             (ParamLoc::Input(slot), ParamLoc::Attr(a)) => {
                 let v = roles.input(slot).filter(|&v| !absent(Some(v)));
                 if v.is_none() {
-                    if let Some(meaning) = absent_means(&info.op_type, &p.name) {
+                    if let Some(meaning) = absent_means(&info.op_type, p.name) {
                         let ty = to.attributes.iter().find(|t| t.name == a)?.ty;
                         let proto = crate::rules::to_attribute(a, ty, &Val::Float(meaning))?;
                         moved_attrs.push((a.to_string(), proto));
