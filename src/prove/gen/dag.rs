@@ -9,7 +9,7 @@
 //! may also hold If, Loop and Scan nodes and model-local functions ([`super::control`]), and
 //! about one in five (from opset 11) chains of sequence and optional values ([`super::seq`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use onnx_proto::attribute_proto::AttributeType;
@@ -19,12 +19,12 @@ use onnx_rules::ir::Rule;
 use onnx_rules::params::{logical_params, ParamLoc};
 use onnx_schema::{OpSchema, ParamOption};
 
-use super::control::{self, outer_reads};
+use super::control::outer_reads;
 use super::{
-    dtype_of_type_str, AState, AVal, AttrSlot, Gen, GenValue, Instance, Loc, OpCall, Reject, Slot,
-    ValueKind,
+    dtype_of_type_str, AState, AVal, AttrSlot, Gen, GenStart, GenValue, Instance, Loc, OpCall,
+    Reject, Slot, ValueKind,
 };
-use crate::prove::choice::{mix, random_tensor, Choices, DataOpts, SplitMix};
+use crate::prove::choice::{mix, random_tensor, Choices, DataOpts};
 use crate::prove::hints::Hints;
 
 /// Operators never drawn from their schemas: their attributes are subgraphs (If, Loop and Scan
@@ -130,7 +130,7 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
     let rank = ch.pick(&[2usize, 3, 1, 4, 0, 2, 3]);
     // About one model in five (from opset 11) has chains of sequence and optional operators.
     let containers = opset >= 11 && ch.one_in(5);
-    let mut g = Gen {
+    let mut g = Gen::new(GenStart {
         rule: model_rule(),
         hints: no_hints(),
         opset,
@@ -138,20 +138,10 @@ pub(crate) fn generate_model(choices: &[u32], max_nodes: usize) -> Result<DagMod
         special,
         special_ints: false,
         ch,
-        rng: SplitMix::new(data_seed),
+        data_seed,
         pool,
-        base: Vec::new(),
-        values: Vec::new(),
-        env: vec![None; model_rule().vars.len()],
-        lists: BTreeMap::new(),
-        nodes: Vec::new(),
-        domains: BTreeMap::new(),
-        names: BTreeSet::new(),
-        by_name: BTreeMap::new(),
-        memo: BTreeMap::new(),
         symbolic,
-        nest: control::Nesting::default(),
-    };
+    });
     g.base = g.shape_of_rank(rank);
     let base = g.base.clone();
     g.add_leaf(base, dtype, ValueKind::Input, "x")?;

@@ -276,6 +276,49 @@ pub(crate) struct Gen<'a> {
     nest: control::Nesting,
 }
 
+/// What a generator starts from: its rule and hints, the opset and element type, the data
+/// options, the remaining choices and the dim pool.
+pub(crate) struct GenStart<'a> {
+    pub rule: &'a Rule,
+    pub hints: &'a Hints,
+    pub opset: i64,
+    pub dtype: DType,
+    pub special: bool,
+    pub special_ints: bool,
+    pub ch: Choices<'a>,
+    pub data_seed: u64,
+    pub pool: Vec<usize>,
+    pub symbolic: bool,
+}
+
+impl<'a> Gen<'a> {
+    /// A generator with nothing built yet.
+    pub(crate) fn new(start: GenStart<'a>) -> Self {
+        Gen {
+            rule: start.rule,
+            hints: start.hints,
+            opset: start.opset,
+            dtype: start.dtype,
+            special: start.special,
+            special_ints: start.special_ints,
+            ch: start.ch,
+            rng: SplitMix::new(start.data_seed),
+            pool: start.pool,
+            base: Vec::new(),
+            values: Vec::new(),
+            env: vec![None; start.rule.vars.len()],
+            lists: BTreeMap::new(),
+            nodes: Vec::new(),
+            domains: BTreeMap::new(),
+            names: BTreeSet::new(),
+            by_name: BTreeMap::new(),
+            memo: BTreeMap::new(),
+            symbolic: start.symbolic,
+            nest: control::Nesting::default(),
+        }
+    }
+}
+
 /// Builds one instance of `rule`'s left side at `opset` with element type `dtype`.
 pub(crate) fn generate(
     rule: &Rule,
@@ -295,7 +338,7 @@ pub(crate) fn generate(
         pool.push(0);
     }
     let rank = ch.pick(&[1usize, 2, 3, 0, 4, 5]);
-    let mut g = Gen {
+    let mut g = Gen::new(GenStart {
         rule,
         hints,
         opset,
@@ -303,20 +346,10 @@ pub(crate) fn generate(
         special,
         special_ints: true,
         ch,
-        rng: SplitMix::new(data_seed),
+        data_seed,
         pool,
-        base: Vec::new(),
-        values: Vec::new(),
-        env: vec![None; rule.vars.len()],
-        lists: BTreeMap::new(),
-        nodes: Vec::new(),
-        domains: BTreeMap::new(),
-        names: BTreeSet::new(),
-        by_name: BTreeMap::new(),
-        memo: BTreeMap::new(),
         symbolic,
-        nest: control::Nesting::default(),
-    };
+    });
     g.base = g.shape_of_rank(rank);
     let mut roots = Vec::new();
     for &p in &rule.lhs {
