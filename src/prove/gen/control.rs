@@ -330,14 +330,7 @@ impl Gen<'_> {
         if self.opset >= 9 && self.ch.one_in(2) {
             return self.constant_tensor(t);
         }
-        let name = self.fresh_name(base);
-        Ok(self.push_value(GenValue {
-            name,
-            tensor: t,
-            kind: ValueKind::Init,
-            data: DataOpts::default(),
-            container: None,
-        }))
+        Ok(self.push_initializer(t, base))
     }
 
     /// A visible value for a body output of type `want` (any type when `None`): `Identity`

@@ -268,6 +268,18 @@ impl Gen<'_> {
         name
     }
 
+    /// Adds tensor `t` as an initializer with a fresh name from `base`.
+    pub(super) fn push_initializer(&mut self, t: onnx_ref::Tensor, base: &str) -> usize {
+        let name = self.fresh_name(base);
+        self.push_value(GenValue {
+            name,
+            tensor: t,
+            kind: ValueKind::Init,
+            data: DataOpts::default(),
+            container: None,
+        })
+    }
+
     pub(super) fn push_value(&mut self, v: GenValue) -> usize {
         let k = self.values.len();
         self.by_name.insert(v.name.clone(), k);

@@ -266,18 +266,7 @@ impl Gen<'_> {
             };
         }
         let t = &self.values[k].tensor;
-        let dim = t
-            .shape()
-            .iter()
-            .map(|&d| tensor_shape_proto::Dimension {
-                value: Some(if symbolic && d >= 2 {
-                    tensor_shape_proto::dimension::Value::DimParam(format!("n{d}"))
-                } else {
-                    tensor_shape_proto::dimension::Value::DimValue(d as i64)
-                }),
-                ..Default::default()
-            })
-            .collect();
+        let dim = declared_dims(t.shape(), symbolic);
         ValueInfoProto {
             name: Some(self.values[k].name.clone()),
             r#type: Some(TypeProto {
@@ -427,4 +416,20 @@ impl Gen<'_> {
         }
         (ir, graph, inputs)
     }
+}
+
+/// The dims a graph input of shape `shape` is declared with: dims of 2 and more named `nD`
+/// when the model is symbolic, the others as values.
+pub(super) fn declared_dims(shape: &[usize], symbolic: bool) -> Vec<tensor_shape_proto::Dimension> {
+    shape
+        .iter()
+        .map(|&d| tensor_shape_proto::Dimension {
+            value: Some(if symbolic && d >= 2 {
+                tensor_shape_proto::dimension::Value::DimParam(format!("n{d}"))
+            } else {
+                tensor_shape_proto::dimension::Value::DimValue(d as i64)
+            }),
+            ..Default::default()
+        })
+        .collect()
 }

@@ -20,7 +20,7 @@ use onnx_ref::{DType, Sequence, Value};
 use value::tensor_type;
 pub(crate) use value::{redraw_value, Container, ContainerType};
 
-use super::{int_attr, type_str, Gen, GenValue, Reject, ValueKind};
+use super::{int_attr, type_str, Gen, Reject, ValueKind};
 use crate::prove::choice::{int_tensor, random_tensor, DataOpts};
 
 /// The operators drawn on sequences and optionals (those the opset has).
@@ -187,14 +187,7 @@ impl Gen<'_> {
         let Some(t) = int_tensor(d, &shape, vals) else {
             return self.reject("cannot build an index constant");
         };
-        let name = self.fresh_name(base);
-        Ok(self.push_value(GenValue {
-            name,
-            tensor: t,
-            kind: ValueKind::Init,
-            data: DataOpts::default(),
-            container: None,
-        }))
+        Ok(self.push_initializer(t, base))
     }
 
     /// A position in a sequence of `len`: in `-len..len`, or `-len..=len` with `end`.

@@ -2,7 +2,7 @@
 //! says, and what a kernel's output is checked against) and contents, declarations (a sequence
 //! graph input declares its elements' shape), and fresh contents for later trials.
 
-use onnx_proto::{tensor_shape_proto, type_proto, TensorShapeProto, TypeProto};
+use onnx_proto::{type_proto, TensorShapeProto, TypeProto};
 use onnx_ref::{DType, Sequence, Tensor, Value};
 
 use super::super::{type_str, Gen, GenValue, Reject, ValueKind, MAX_ELEMENTS};
@@ -185,17 +185,7 @@ impl Gen<'_> {
         let shape = match (&c.value, v.kind) {
             (Value::Sequence(s), ValueKind::Input) => {
                 common_shape(&s.items).map(|dims| TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| tensor_shape_proto::Dimension {
-                            value: Some(if symbolic && d >= 2 {
-                                tensor_shape_proto::dimension::Value::DimParam(format!("n{d}"))
-                            } else {
-                                tensor_shape_proto::dimension::Value::DimValue(d as i64)
-                            }),
-                            ..Default::default()
-                        })
-                        .collect(),
+                    dim: super::super::node::declared_dims(&dims, symbolic),
                 })
             }
             _ => None,
