@@ -3,6 +3,7 @@
 //! `onnx_testdata::require_shared!`, which skips them when it is absent.
 
 mod cli;
+mod convert;
 mod fuzz;
 mod pipeline;
 mod pipelines;

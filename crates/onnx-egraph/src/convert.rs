@@ -33,31 +33,37 @@ pub const SAME_SIGNATURE_OTHER_MEANING: &[(&str, i64)] = &[
 ];
 
 /// Softmax, LogSoftmax and Hardmax before 13 coerce the input to 2-D at `axis`; from 13 they
-/// normalize over `axis` alone. Over the last axis the two are the same.
-fn softmax_over_last_axis(eg: &OnnxEGraph, info: &OpInfo, roles: &crate::build::Roles<'_>) -> bool {
+/// normalize over `axis` alone (and the default axis moved from 1 to -1). The two agree when
+/// every dim after the axis is 1 (over the last axis, say). Returns that axis, counted from the
+/// front, when they agree for this node.
+fn softmax_same_axis(
+    eg: &OnnxEGraph,
+    info: &OpInfo,
+    roles: &crate::build::Roles<'_>,
+    source: &OpSchema,
+) -> Option<i64> {
     if !matches!(info.op_type.as_str(), "Softmax" | "LogSoftmax" | "Hardmax") {
-        return false;
+        return None;
     }
-    let Some(x) = roles.input(0) else {
-        return false;
-    };
-    let Some(rank) = eg[x]
+    let shape = eg[roles.input(0)?]
         .data
         .ty
         .as_ref()
-        .and_then(onnx_schema::infer::shape_of)
-        .map(|s| s.len())
-    else {
-        return false;
+        .and_then(onnx_schema::infer::shape_of)?;
+    let rank = shape.len() as i64;
+    let axis = match roles.attr("axis").and_then(|a| attr_value(eg, a)) {
+        Some(p) => p.i?,
+        None if source.since_version < 13 => 1,
+        None => -1,
     };
-    let axis = roles
-        .attr("axis")
-        .and_then(|a| attr_value(eg, a))
-        .and_then(|p| p.i);
-    match axis {
-        Some(a) => a == -1 || a == rank as i64 - 1,
-        None => false,
+    let axis = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&axis) {
+        return None;
     }
+    let ones_after = shape[axis as usize + 1..]
+        .iter()
+        .all(|d| matches!(d, onnx_schema::infer::SymDim::Known(1)));
+    ones_after.then_some(axis)
 }
 
 /// Inputs renamed between versions without a change of meaning: (op, old name, new name).
@@ -121,7 +127,9 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
                 continue;
             };
             let info = eg.analysis.ops.get(op);
-            if !info.implicit_inputs.is_empty() || info.nondeterministic {
+            // A nondeterministic node (Dropout, the random ops) may be rebound: the new node
+            // gets its own discriminator, so it only ever stands for this one node.
+            if !info.implicit_inputs.is_empty() {
                 continue;
             }
             let (Some(source), Some(to)) = (
@@ -134,11 +142,33 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
                 *o == info.op_type && (source.since_version < *v) != (to.since_version < *v)
             });
             let roles = crate::build::Roles::new(info, &node.children);
-            if to.deprecated || (crosses && !softmax_over_last_axis(eg, info, &roles)) {
+            if to.deprecated {
                 continue;
             }
-            if let Some(b) = rebuild(eg, c, node, info, &roles, source, to) {
-                additions.push((c, b));
+            // Crossing a change of meaning: only where both meanings agree, with the axis
+            // written out (the default differs on the two sides).
+            let axis = match crosses {
+                false => None,
+                true => match softmax_same_axis(eg, info, &roles, source) {
+                    Some(a) => Some(a),
+                    None => continue,
+                },
+            };
+            if let Some(mut plan) = rebuild(eg, c, node, info, &roles, source, to) {
+                if let Some(a) = axis {
+                    let ty = to
+                        .attributes
+                        .iter()
+                        .find(|t| t.name == "axis")
+                        .map(|t| t.ty);
+                    let Some(proto) =
+                        ty.and_then(|ty| crate::rules::to_attribute("axis", ty, &Val::Int(a)))
+                    else {
+                        continue;
+                    };
+                    plan.builder = plan.builder.attr("axis", AttrArg::Proto(Box::new(proto)));
+                }
+                additions.push((c, plan));
             }
         }
     }
@@ -232,8 +262,24 @@ fn rebuild(
     };
     let mut literals: Vec<(usize, Val)> = Vec::new();
     let mut moved_attrs: Vec<(String, onnx_proto::AttributeProto)> = Vec::new();
+    // Inputs of logical parameters the target does not have, holding their default.
+    let mut dropped_slots: Vec<usize> = Vec::new();
     for p in &src_params {
         let Some(q) = to_params.iter().find(|q| q.name == p.name) else {
+            if let ParamLoc::Input(slot) = p.loc {
+                let v = roles.input(slot).filter(|&v| !absent(Some(v)));
+                if let Some(v) = v {
+                    let default = dropped_param_default(&info.op_type, p.name)?;
+                    let k = eg[v].nodes.iter().find_map(|n| match n.kind {
+                        NodeKind::Const(k) => Some(k),
+                        _ => None,
+                    })?;
+                    if !holds_everywhere(&crate::rules::const_val(eg, k)?, default) {
+                        return None;
+                    }
+                }
+                dropped_slots.push(slot);
+            }
             continue;
         };
         match (p.loc, q.loc) {
@@ -267,7 +313,10 @@ fn rebuild(
     }
     let n = source.inputs.len().max(to.inputs.len());
     for i in 0..n {
-        if slot_of(&src_params, &to_params, i) || slot_of(&to_params, &src_params, i) {
+        if slot_of(&src_params, &to_params, i)
+            || slot_of(&to_params, &src_params, i)
+            || dropped_slots.contains(&i)
+        {
             continue;
         }
         match (source.inputs.get(i), to.inputs.get(i)) {
@@ -336,7 +385,11 @@ fn rebuild(
                     None => match (value, &a.default) {
                         (None, _) => true,
                         (Some(v), Some(d)) => attr_value(eg, v).is_some_and(|p| same_value(p, d)),
-                        (Some(_), None) => false,
+                        (Some(v), None) => attr_value(eg, v).is_some_and(|p| {
+                            implicit_default(&a.name).is_some_and(|d| {
+                                !p.ints.is_empty() && p.ints.iter().all(|&x| x == d)
+                            })
+                        }),
                     },
                 };
                 if !holds_default {
@@ -363,12 +416,12 @@ fn rebuild(
             }
         }
     }
-    if !types_allowed(eg, class, node, info.attr_names.len(), to) {
+    if !types_allowed(eg, class, node, info, to) {
         return None;
     }
     let mut given = std::collections::BTreeMap::new();
     for i in 0..info.n_inputs {
-        if slot_of(&src_params, &to_params, i) {
+        if slot_of(&src_params, &to_params, i) || dropped_slots.contains(&i) {
             continue;
         }
         let v = roles.input(i).filter(|&v| !absent(Some(v)));
@@ -384,6 +437,39 @@ fn rebuild(
         given,
         literals,
     })
+}
+
+/// Logical parameters that only some versions have, with the value every element of an input
+/// holding the old behaviour has: (op, parameter, value). Slice before 10 has no `steps` (all 1);
+/// Dropout before 12 has no `training_mode` (inference, 0).
+const DROPPED_PARAM_DEFAULT: &[(&str, &str, f64)] =
+    &[("Slice", "steps", 1.0), ("Dropout", "training_mode", 0.0)];
+
+fn dropped_param_default(op: &str, param: &str) -> Option<f64> {
+    DROPPED_PARAM_DEFAULT
+        .iter()
+        .find(|(o, p, _)| *o == op && *p == param)
+        .map(|x| x.2)
+}
+
+/// Whether a constant's every element is `x`.
+fn holds_everywhere(v: &Val, x: f64) -> bool {
+    match v {
+        Val::Bool(b) => f64::from(u8::from(*b)) == x,
+        Val::Int(i) => *i as f64 == x,
+        Val::Float(f) => *f == x,
+        Val::List(l) => l.iter().all(|e| holds_everywhere(e, x)),
+        _ => false,
+    }
+}
+
+/// Attributes whose schema gives no default but whose documented one is the same value along
+/// every spatial axis (`dilations` of the pooling ops: 1).
+fn implicit_default(attr: &str) -> Option<i64> {
+    match attr {
+        "dilations" => Some(1),
+        _ => None,
+    }
 }
 
 fn absent_means(op: &str, param: &str) -> Option<f64> {
@@ -418,7 +504,7 @@ fn same_value(a: &onnx_proto::AttributeProto, b: &onnx_proto::AttributeProto) ->
 
 /// Whether the element types of the node's present inputs, and of its value, are allowed by
 /// the target schema's type constraints.
-fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, n_attrs: usize, to: &OpSchema) -> bool {
+fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, info: &OpInfo, to: &OpSchema) -> bool {
     // A type parameter binds one type across the inputs and outputs it names (QuantizeLinear-19
     // ties `y_scale` to `x`, where 13 fixed it to float).
     let mut bound: std::collections::BTreeMap<String, String> = Default::default();
@@ -442,7 +528,11 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, n_attrs: usize, to: &
         }
     };
     let type_of = |id: Id| eg[id].data.ty.as_ref().and_then(onnx_schema::type_str_of);
-    let inputs = &node.children[n_attrs.min(node.children.len())..];
+    // The regular inputs only: outer-scope values and a nondeterministic op's discriminator
+    // follow them.
+    let start = info.attr_names.len().min(node.children.len());
+    let end = (start + info.n_inputs).min(node.children.len());
+    let inputs = &node.children[start..end];
     for (slot, &child) in inputs.iter().enumerate() {
         if matches!(
             eg[child].nodes.first().map(|n| &n.kind),
@@ -455,8 +545,8 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, n_attrs: usize, to: &
                 .last()
                 .filter(|p| p.option == ParamOption::Variadic)
         }) else {
-            // An outer-scope value of a subgraph attribute: not an input.
-            break;
+            // A logical parameter the target keeps as an attribute (checked by `rebuild`).
+            continue;
         };
         if !allowed(&param.type_str, type_of(child), param.is_homogeneous) {
             return false;

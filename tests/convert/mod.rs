@@ -1,0 +1,82 @@
+//! Version conversion cases: `tests/convert/cases/*.onnxtxt`, small models in the ONNX text
+//! syntax, each with a header line `# to: 9 13` (every opset it must convert to, checked against
+//! the original in the interpreter) and optionally `# refused: 7` (opsets where conversion must
+//! be the clean "cannot express" error, naming the node). The rest of the header says what the
+//! case covers.
+
+use std::path::{Path, PathBuf};
+
+fn cases() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/convert/cases");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnxtxt"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The opsets a header line `# KEY: a b c` lists.
+fn header_opsets(text: &str, key: &str) -> Vec<i64> {
+    text.lines()
+        .take_while(|l| l.starts_with('#'))
+        .filter_map(|l| {
+            l.strip_prefix('#')?
+                .trim()
+                .strip_prefix(key)?
+                .strip_prefix(':')
+        })
+        .flat_map(|rest| rest.split_whitespace().map(|t| t.parse::<i64>().unwrap()))
+        .collect()
+}
+
+#[test]
+fn conversion_cases_convert_and_compute_the_same() {
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for path in cases() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let to = header_opsets(&text, "to");
+        let refused = header_opsets(&text, "refused");
+        assert!(
+            !to.is_empty() || !refused.is_empty(),
+            "{name}: no `# to:` or `# refused:` line"
+        );
+        let model = onnx_opt::parse_text(&text).unwrap();
+        for target in to {
+            n += 1;
+            match onnx_opt::Optimizer::converter(target)
+                .check(5)
+                .optimize(&model)
+            {
+                Ok(out) => {
+                    let proto = out.model.to_proto();
+                    let opset = proto
+                        .opset_import
+                        .iter()
+                        .find(|o| o.domain.as_deref().unwrap_or("").is_empty())
+                        .and_then(|o| o.version);
+                    if opset != Some(target) {
+                        failures.push(format!("{name} -> {target}: written at opset {opset:?}"));
+                    }
+                }
+                Err(e) => failures.push(format!("{name} -> {target}: {e}")),
+            }
+        }
+        for target in refused {
+            n += 1;
+            match onnx_opt::Optimizer::converter(target).optimize(&model) {
+                Err(onnx_opt::Error::Optimize {
+                    source: onnx_egraph::EGraphError::NotExpressible { nodes, .. },
+                    ..
+                }) if !nodes.is_empty() => {}
+                Err(e) => failures.push(format!("{name} -> {target}: another error: {e}")),
+                Ok(_) => failures.push(format!("{name} -> {target}: converted, but must not")),
+            }
+        }
+    }
+    assert!(n > 0, "no conversion case ran");
+    assert!(failures.is_empty(), "{failures:#?}");
+}
