@@ -225,7 +225,11 @@ impl Optimizer {
 
     /// The saturation phases this optimizer runs, with every rule parsed and checked.
     pub fn phases(&self) -> Result<Vec<Phase>, Error> {
-        self.pipeline.phases(&self.extra)
+        let mut phases = self.pipeline.phases(&self.extra)?;
+        if self.target_opset.is_some() && !self.extra.no_builtin {
+            phases.push(crate::rules::version_phase()?);
+        }
+        Ok(phases)
     }
 
     fn options(&self, phases: Vec<Phase>) -> OptimizeOptions {

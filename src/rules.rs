@@ -31,6 +31,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/matmul.rules", include_str!("../rules/matmul.rules")),
 ];
 
+/// The built-in version rules (`rules/version/*.rules`): rewrites that only a conversion needs,
+/// such as an operator written with the older operators of its function body. They run in a
+/// phase of their own when a target opset is set, after the pipeline's phases, and the target's
+/// extraction keeps them only where the op is not legal at the target.
+pub const VERSION: &[(&str, &str)] = &[(
+    "rules/version/decompose.rules",
+    include_str!("../rules/version/decompose.rules"),
+)];
+
 /// Which rules to load.
 #[derive(Debug, Clone, Default)]
 pub struct RuleSelection {
@@ -40,6 +49,8 @@ pub struct RuleSelection {
     pub files: Vec<PathBuf>,
     /// Run rules tagged `unsafe` (float-unsafe) too.
     pub float_unsafe: bool,
+    /// With the built-in files, the version rules too ([`VERSION`]).
+    pub version: bool,
 }
 
 /// Parses and checks the built-in files and the user's; every error of every file is
@@ -49,6 +60,11 @@ pub fn load_files(sel: &RuleSelection) -> Result<Vec<RuleFile>, Error> {
     if !sel.no_builtin {
         for (p, t) in BUILTIN {
             sources.push((p.to_string(), t.to_string()));
+        }
+        if sel.version {
+            for (p, t) in VERSION {
+                sources.push((p.to_string(), t.to_string()));
+            }
         }
     }
     for f in &sel.files {
@@ -89,6 +105,23 @@ pub fn parse_all(sources: &[(String, String)]) -> Result<Vec<RuleFile>, Error> {
     } else {
         Err(Error::Rules(errors.join("\n")))
     }
+}
+
+/// The phase of the version rules, run after a pipeline's phases when a target opset is set.
+pub fn version_phase() -> Result<onnx_egraph::Phase, Error> {
+    let sources: Vec<(String, String)> = VERSION
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+    let mut set = RuleSet::new();
+    for f in parse_all(&sources)? {
+        set.add_file(f);
+    }
+    let mut phase = onnx_egraph::Phase::new("version", std::sync::Arc::new(set));
+    phase.iter_limit = 8;
+    phase.node_limit = 200_000;
+    phase.time_limit = std::time::Duration::from_secs(20);
+    Ok(phase)
 }
 
 /// The rule set of a selection.

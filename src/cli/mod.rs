@@ -132,6 +132,7 @@ impl RuleArgs {
             no_builtin: self.no_builtin_rules,
             files: self.rule_files.clone(),
             float_unsafe: self.unsafe_rules,
+            version: false,
         }
     }
 }

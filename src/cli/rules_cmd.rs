@@ -10,7 +10,9 @@ use super::RulesCommand;
 pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
     match cmd {
         RulesCommand::List { rules } => {
-            let files = onnx_opt::rules::load_files(&rules.selection())?;
+            let mut sel = rules.selection();
+            sel.version = !sel.no_builtin;
+            let files = onnx_opt::rules::load_files(&sel)?;
             for f in &files {
                 println!("{} ({} rules)", f.path, f.rules.len());
                 for r in &f.rules {
@@ -49,6 +51,7 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                 no_builtin: !files.is_empty(),
                 files,
                 float_unsafe: true,
+                version: true,
             };
             let parsed = onnx_opt::rules::load_files(&sel)?;
             let n: usize = parsed.iter().map(|f| f.rules.len()).sum();
@@ -86,7 +89,9 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         RulesCommand::Explain { rule, model, rules } => {
-            let set = Arc::new(onnx_opt::rules::load_rule_set(&rules.selection())?);
+            let mut sel = rules.selection();
+            sel.version = !sel.no_builtin;
+            let set = Arc::new(onnx_opt::rules::load_rule_set(&sel)?);
             let loaded = onnx_opt::optimize::load_ir(&model)?;
             let sites = onnx_egraph::explain_rule(&loaded.model, set, &rule).map_err(|source| {
                 onnx_opt::Error::Optimize {

@@ -20,6 +20,7 @@ fn cases_dir() -> PathBuf {
 fn all_rules() -> RuleSelection {
     RuleSelection {
         float_unsafe: true,
+        version: true,
         ..Default::default()
     }
 }

@@ -338,6 +338,25 @@ fn not_expressible(lifted: &Lifted, graph: &Graph, target: i64) -> Vec<String> {
             continue;
         };
         let info = eg.analysis.ops.get(op);
+        // A multi-output node is not needed when every output in use has another expression
+        // (a rule wrote its first output with other ops); where that expression is stuck on
+        // an input, the input is the one listed.
+        if info.is_tuple {
+            let outputs: Vec<egg::Id> = (0..info.n_outputs as u32)
+                .filter_map(|i| eg.lookup(crate::lang::ONode::new(NodeKind::Out(i), vec![class])))
+                .collect();
+            let written_otherwise = |o: &egg::Id| {
+                let o = eg.find(*o);
+                expressible.contains(&o)
+                    || eg[o].nodes.iter().any(|n| {
+                        !matches!(n.kind, NodeKind::Out(_))
+                            && crate::extract::legal_at(eg, n, target)
+                    })
+            };
+            if !outputs.is_empty() && outputs.iter().all(written_otherwise) {
+                continue;
+            }
+        }
         let name = match node.name.as_deref() {
             Some(n) if !n.is_empty() => format!("node '{n}'"),
             _ => match node.outputs.iter().flatten().next() {
