@@ -1,8 +1,8 @@
 //! Version conversion cases: `tests/convert/cases/*.onnxtxt`, small models in the ONNX text
 //! syntax, each with a header line `# to: 9 13` (every opset it must convert to, checked against
 //! the original in the interpreter) and optionally `# refused: 7` (opsets where conversion must
-//! be the clean "cannot express" error, naming the node). The rest of the header says what the
-//! case covers.
+//! be the clean "cannot express" error, naming the node), and `# dims: H=7` (values of symbolic
+//! dims for the check's random inputs). The rest of the header says what the case covers.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +31,17 @@ fn header_opsets(text: &str, key: &str) -> Vec<i64> {
         .collect()
 }
 
+/// An error with its sources.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    msg
+}
+
 #[test]
 fn conversion_cases_convert_and_compute_the_same() {
     let mut failures = Vec::new();
@@ -45,12 +56,23 @@ fn conversion_cases_convert_and_compute_the_same() {
             "{name}: no `# to:` or `# refused:` line"
         );
         let model = onnx_opt::parse_text(&text).unwrap();
+        let dims: Vec<(String, i64)> = text
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .filter_map(|l| l.strip_prefix('#')?.trim().strip_prefix("dims:"))
+            .flat_map(|rest| rest.split_whitespace())
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap();
+                (k.to_string(), v.parse().unwrap())
+            })
+            .collect();
         for target in to {
             n += 1;
-            match onnx_opt::Optimizer::converter(target)
-                .check(5)
-                .optimize(&model)
-            {
+            let mut converter = onnx_opt::Optimizer::converter(target).check(5);
+            for (k, v) in &dims {
+                converter = converter.dim(k, *v);
+            }
+            match converter.optimize(&model) {
                 Ok(out) => {
                     let proto = out.model.to_proto();
                     let opset = proto
@@ -62,7 +84,7 @@ fn conversion_cases_convert_and_compute_the_same() {
                         failures.push(format!("{name} -> {target}: written at opset {opset:?}"));
                     }
                 }
-                Err(e) => failures.push(format!("{name} -> {target}: {e}")),
+                Err(e) => failures.push(format!("{name} -> {target}: {}", chain(&e))),
             }
         }
         for target in refused {
@@ -72,7 +94,9 @@ fn conversion_cases_convert_and_compute_the_same() {
                     source: onnx_egraph::EGraphError::NotExpressible { nodes, .. },
                     ..
                 }) if !nodes.is_empty() => {}
-                Err(e) => failures.push(format!("{name} -> {target}: another error: {e}")),
+                Err(e) => {
+                    failures.push(format!("{name} -> {target}: another error: {}", chain(&e)))
+                }
                 Ok(_) => failures.push(format!("{name} -> {target}: converted, but must not")),
             }
         }

@@ -154,7 +154,8 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
                     None => continue,
                 },
             };
-            if let Some(mut plan) = rebuild(eg, c, node, info, &roles, source, to) {
+            let overrides = ceil_mode_as_padding(eg, info, &roles, to).unwrap_or_default();
+            if let Some(mut plan) = rebuild(eg, c, node, info, &roles, source, to, &overrides) {
                 if let Some(a) = axis {
                     let ty = to
                         .attributes
@@ -210,6 +211,7 @@ struct Plan {
 
 /// The builder of the node at the target's version, when the two versions are the same
 /// function for this node.
+#[allow(clippy::too_many_arguments)]
 fn rebuild(
     eg: &OnnxEGraph,
     class: Id,
@@ -218,6 +220,7 @@ fn rebuild(
     roles: &crate::build::Roles<'_>,
     source: &'static OpSchema,
     to: &'static OpSchema,
+    overrides: &Overrides,
 ) -> Option<Plan> {
     let absent = |id: Option<Id>| {
         id.is_none_or(|i| eg[i].nodes.iter().any(|n| matches!(n.kind, NodeKind::None)))
@@ -361,16 +364,24 @@ fn rebuild(
         if attr_of(&src_params, &to_params, &a.name) {
             continue;
         }
-        let value = roles.attr(&a.name).filter(|&v| !absent(Some(v)));
+        let over = overrides.get(a.name.as_str());
+        let value = match over {
+            Some(_) => None,
+            None => roles.attr(&a.name).filter(|&v| !absent(Some(v))),
+        };
+        let over_proto = over.and_then(|o| o.as_ref());
         match to.attributes.iter().find(|t| t.name == a.name) {
             Some(t) if t.ty == a.ty => {
-                if let Some(v) = value {
+                if let Some(p) = over_proto {
+                    b = b.attr(&a.name, AttrArg::Proto(Box::new(p.clone())));
+                } else if let Some(v) = value {
                     b = b.attr(&a.name, AttrArg::Class(v));
                 } else if t.required {
                     return None;
                 }
             }
             Some(_) => return None,
+            None if over_proto.is_some() => return None,
             None => {
                 // Dropped by the target: fine only where the node holds the default (or, for
                 // an attribute added with another default, the behaviour before it).
@@ -437,6 +448,82 @@ fn rebuild(
         given,
         literals,
     })
+}
+
+/// Attributes a conversion writes differently from the node: a new value, or `None` for the
+/// default.
+type Overrides = std::collections::BTreeMap<&'static str, Option<onnx_proto::AttributeProto>>;
+
+/// MaxPool with `ceil_mode` 1 going to a version without it (before 10): the same windows with
+/// `ceil_mode` 0 and the end padding grown so the last window is kept. The padding is never a
+/// maximum (it stands for -inf), and no window starts in the end padding (the output size rule
+/// of `ceil_mode`). Needs the input's spatial dims and explicit padding.
+fn ceil_mode_as_padding(
+    eg: &OnnxEGraph,
+    info: &OpInfo,
+    roles: &crate::build::Roles<'_>,
+    to: &OpSchema,
+) -> Option<Overrides> {
+    if info.op_type != "MaxPool" || to.attributes.iter().any(|a| a.name == "ceil_mode") {
+        return None;
+    }
+    let attr = |name: &str| roles.attr(name).and_then(|a| attr_value(eg, a));
+    if attr("ceil_mode")?.i? != 1 {
+        return None;
+    }
+    if attr("auto_pad")
+        .and_then(|p| p.s.clone())
+        .is_some_and(|s| &s[..] != b"NOTSET")
+    {
+        return None;
+    }
+    let shape = eg[roles.input(0)?]
+        .data
+        .ty
+        .as_ref()
+        .and_then(onnx_schema::infer::shape_of)?;
+    let dims: Vec<i64> = shape
+        .iter()
+        .skip(2)
+        .map(|d| match d {
+            onnx_schema::infer::SymDim::Known(v) => Some(*v),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let n = dims.len();
+    let kernel = attr("kernel_shape")?.ints.clone();
+    let ints_or = |name: &str, len: usize, d: i64| match attr(name) {
+        Some(p) if p.ints.len() == len => Some(p.ints.clone()),
+        Some(_) => None,
+        None => Some(vec![d; len]),
+    };
+    let (strides, dilations, mut pads) = (
+        ints_or("strides", n, 1)?,
+        ints_or("dilations", n, 1)?,
+        ints_or("pads", 2 * n, 0)?,
+    );
+    if kernel.len() != n {
+        return None;
+    }
+    for i in 0..n {
+        let eff_k = dilations[i]
+            .checked_mul(kernel[i].checked_sub(1)?)?
+            .checked_add(1)?;
+        let (pb, pe, s) = (pads[i], pads[i + n], strides[i]);
+        let out = onnx_schema::infer::explicit_window_count(dims[i], pb, pe, eff_k, s, true)?;
+        let covered = out.checked_sub(1)?.checked_mul(s)?.checked_add(eff_k)?;
+        let extra = covered.checked_sub(dims[i].checked_add(pb)?.checked_add(pe)?)?;
+        if extra > 0 {
+            pads[i + n] = pe + extra;
+        }
+    }
+    let pads_ty = to.attributes.iter().find(|a| a.name == "pads")?.ty;
+    let list = Val::List(pads.into_iter().map(Val::Int).collect());
+    let proto = crate::rules::to_attribute("pads", pads_ty, &list)?;
+    let mut o = Overrides::new();
+    o.insert("ceil_mode", None);
+    o.insert("pads", Some(proto));
+    Some(o)
 }
 
 /// Logical parameters that only some versions have, with the value every element of an input

@@ -7,7 +7,7 @@ mod elementwise;
 mod index_ops;
 mod linalg;
 mod misc;
-mod nn;
+pub(crate) mod nn;
 mod reduce;
 mod shape_ops;
 

@@ -116,8 +116,8 @@ fn window_output(ctx: &NodeCtx<'_>, input: &[SymDim], kernel: &[i64]) -> Result<
 
 /// The number of windows of effective size `eff_k` and stride `s` over `x` padded by `pb` and
 /// `pe`; with `ceil_mode` the last window must start inside the input or its left padding.
-/// `None` on overflow.
-fn explicit_window_count(
+/// `None` on overflow. (Also what version conversion uses to write `ceil_mode` as padding.)
+pub fn explicit_window_count(
     x: i64,
     pb: i64,
     pe: i64,
