@@ -20,6 +20,15 @@ use crate::tables::OpInfo;
 use crate::EGraphError;
 
 /// Names of ops whose result is not a function of their inputs, whatever a schema says.
+/// Whether the number of outputs a node has is part of what it computes, so unread trailing
+/// outputs are kept: variadic outputs (Split without sizes splits evenly into as many parts as it
+/// has outputs), and BatchNormalization before 14, which is in training mode (batch statistics)
+/// when it has its optional outputs, read or not.
+pub fn output_count_is_meaning(s: &onnx_schema::OpSchema) -> bool {
+    s.outputs.last().map(|f| f.option) == Some(onnx_schema::ParamOption::Variadic)
+        || (s.name == "BatchNormalization" && s.since_version < 14)
+}
+
 pub const RANDOM_OPS: &[&str] = &[
     "RandomNormal",
     "RandomUniform",

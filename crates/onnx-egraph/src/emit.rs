@@ -491,13 +491,11 @@ impl Emitter<'_> {
                 }
             }
             let last_used = used.keys().next_back().map_or(0, |&i| i + 1);
-            // Variadic outputs are all written: their count is meaning (Split without sizes
-            // splits evenly into as many parts as it has outputs).
+            // Where the count is meaning, every output is written (see
+            // `output_count_is_meaning`).
             let variadic = onnx_schema::registry()
                 .lookup(&info.domain, &info.op_type, info.since_version)
-                .is_some_and(|s| {
-                    s.outputs.last().map(|f| f.option) == Some(onnx_schema::ParamOption::Variadic)
-                });
+                .is_some_and(crate::build::output_count_is_meaning);
             // Past the minimum, every output is written: some ops allow no count in between
             // (BatchNormalization-7 takes 1 or 5 outputs).
             let n_out = if variadic || last_used > info.min_outputs {

@@ -169,12 +169,11 @@ pub fn lift_graph(
             builder = builder.outer(name, id);
         }
         let mut n_out = node.outputs.len();
-        // Never for variadic outputs: their count is meaning (Split without sizes splits
-        // evenly into as many parts as it has outputs).
-        let variadic_out = |s: &onnx_schema::OpSchema| {
-            s.outputs.last().map(|f| f.option) == Some(onnx_schema::ParamOption::Variadic)
-        };
-        if let Some(s) = builder.schema().filter(|s| !variadic_out(s)) {
+        // Never where the count is meaning (see `output_count_is_meaning`).
+        if let Some(s) = builder
+            .schema()
+            .filter(|s| !crate::build::output_count_is_meaning(s))
+        {
             let keep = s.min_output.max(1);
             while n_out > keep && node.outputs[n_out - 1].is_none_or(|v| !consumed.contains(&v)) {
                 n_out -= 1;
