@@ -312,25 +312,52 @@ fn not_expressible(lifted: &Lifted, graph: &Graph, target: i64) -> Vec<String> {
             break;
         }
     }
+    let root_ok = expressible.contains(&eg.find(lifted.root));
+    // Precise first; if that names nothing while the outputs are stuck (a legal node that only
+    // loops back, such as an Identity merged with its input), every stuck node.
+    for precise in [true, false] {
+        let out = stuck_nodes(lifted, graph, target, &expressible, precise);
+        if !out.is_empty() || root_ok {
+            return out;
+        }
+    }
+    Vec::new()
+}
+
+fn stuck_nodes(
+    lifted: &Lifted,
+    graph: &Graph,
+    target: i64,
+    expressible: &std::collections::BTreeSet<egg::Id>,
+    precise: bool,
+) -> Vec<String> {
+    use egg::Language as _;
+    let eg = &lifted.egraph;
     let mut out = Vec::new();
     for origin in &lifted.origins {
         let Some(class) = eg.lookup(origin.enode.clone()) else {
             continue;
         };
         // Listed: every node that cannot be written at the target itself — its class has no
-        // legal node at all, or it loses expressibility over expressible inputs. A node whose
-        // only trouble is an input listed already is not repeated.
+        // legal node at all (one reading its own class does not count), or it loses
+        // expressibility over expressible inputs. A node whose only trouble is an input listed
+        // already is not repeated.
         let class = eg.find(class);
-        let has_legal = eg[class]
-            .nodes
-            .iter()
-            .any(|n| crate::extract::legal_at(eg, n, target));
+        let has_legal = precise
+            && (crate::extract::legal_at(eg, &origin.enode, target)
+                || eg[class].nodes.iter().any(|n| {
+                    crate::extract::legal_at(eg, n, target)
+                        && n.children().iter().all(|k| eg.find(*k) != class)
+                }));
         let inputs_ok = origin
             .enode
             .children()
             .iter()
             .all(|k| expressible.contains(&eg.find(*k)));
-        if expressible.contains(&class) || (has_legal && !inputs_ok) {
+        if expressible.contains(&class)
+            || (has_legal && !inputs_ok)
+            || (!precise && crate::extract::legal_at(eg, &origin.enode, target))
+        {
             continue;
         }
         let node = graph.node(origin.node);
@@ -339,21 +366,12 @@ fn not_expressible(lifted: &Lifted, graph: &Graph, target: i64) -> Vec<String> {
         };
         let info = eg.analysis.ops.get(op);
         // A multi-output node is not needed when every output in use has another expression
-        // (a rule wrote its first output with other ops); where that expression is stuck on
-        // an input, the input is the one listed.
+        // legal at the target (a rule wrote its first output with other ops).
         if info.is_tuple {
             let outputs: Vec<egg::Id> = (0..info.n_outputs as u32)
                 .filter_map(|i| eg.lookup(crate::lang::ONode::new(NodeKind::Out(i), vec![class])))
                 .collect();
-            let written_otherwise = |o: &egg::Id| {
-                let o = eg.find(*o);
-                expressible.contains(&o)
-                    || eg[o].nodes.iter().any(|n| {
-                        !matches!(n.kind, NodeKind::Out(_))
-                            && crate::extract::legal_at(eg, n, target)
-                    })
-            };
-            if !outputs.is_empty() && outputs.iter().all(written_otherwise) {
+            if !outputs.is_empty() && outputs.iter().all(|o| expressible.contains(&eg.find(*o))) {
                 continue;
             }
         }
