@@ -32,6 +32,8 @@ impl Val {
         match self {
             Val::Int(i) => Some(*i),
             Val::Bool(b) => Some(*b as i64),
+            // An element type as an int attribute (`Cast<to: dtype(x)>`): its TensorProto code.
+            Val::DType(d) => Some(*d as i64),
             _ => None,
         }
     }

@@ -158,10 +158,15 @@ float_activation!(
     [alpha = "alpha": 1.673_263_2, gamma = "gamma": 1.050_701],
     |x| if x <= Zero::zero() { gamma * (alpha * x.exp() - alpha) } else { gamma * x }
 );
+// NaN stays NaN, as in Celu's function body (alpha * Elu(x / alpha)); `max` would drop it.
 float_activation!(celu, [alpha = "alpha": 1.0], |x| {
     let zero: <T as Real>::Acc = Zero::zero();
     let neg = alpha * ((x / alpha).exp() - cst(1.0));
-    x.max(zero) + neg.min(zero)
+    if x.is_nan() {
+        x
+    } else {
+        x.max(zero) + neg.min(zero)
+    }
 });
 float_activation!(thresholded_relu, [alpha = "alpha": 1.0], |x| if x > alpha { x } else { Zero::zero() });
 float_activation!(
