@@ -154,6 +154,11 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
                     None => continue,
                 },
             };
+            if (source.since_version < 22) != (to.since_version < 22)
+                && !ceil_windows_agree(eg, info, &roles)
+            {
+                continue;
+            }
             let overrides = ceil_mode_as_padding(eg, info, &roles, to).unwrap_or_default();
             if let Some(mut plan) = rebuild(eg, c, node, info, &roles, source, to, &overrides) {
                 if let Some(a) = axis {
@@ -526,6 +531,76 @@ fn ceil_mode_as_padding(
     Some(o)
 }
 
+/// The pooling ops with `ceil_mode`, whose output size onnx computes differently from 22: there
+/// a last window that would start in the end padding is dropped; before, onnx's shape inference
+/// keeps it. A node crosses 22 only where both rules give the same sizes (always without
+/// `ceil_mode`); the kernels here apply the rule of 22 at every version, as onnxruntime does.
+fn ceil_windows_agree(eg: &OnnxEGraph, info: &OpInfo, roles: &crate::build::Roles<'_>) -> bool {
+    if !matches!(info.op_type.as_str(), "AveragePool" | "MaxPool" | "LpPool") {
+        return true;
+    }
+    let attr = |name: &str| roles.attr(name).and_then(|a| attr_value(eg, a));
+    if attr("ceil_mode").and_then(|p| p.i).unwrap_or(0) == 0 {
+        return true;
+    }
+    (|| -> Option<bool> {
+        if attr("auto_pad")
+            .and_then(|p| p.s.clone())
+            .is_some_and(|s| &s[..] != b"NOTSET")
+        {
+            return Some(true);
+        }
+        let shape = eg[roles.input(0)?]
+            .data
+            .ty
+            .as_ref()
+            .and_then(onnx_schema::infer::shape_of)?;
+        let dims: Vec<i64> = shape
+            .iter()
+            .skip(2)
+            .map(|d| match d {
+                onnx_schema::infer::SymDim::Known(v) => Some(*v),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let n = dims.len();
+        let kernel = attr("kernel_shape")?.ints.clone();
+        let ints_or = |name: &str, len: usize, d: i64| match attr(name) {
+            Some(p) if p.ints.len() == len => Some(p.ints.clone()),
+            Some(_) => None,
+            None => Some(vec![d; len]),
+        };
+        let (strides, dilations, pads) = (
+            ints_or("strides", n, 1)?,
+            ints_or("dilations", n, 1)?,
+            ints_or("pads", 2 * n, 0)?,
+        );
+        if kernel.len() != n {
+            return None;
+        }
+        for i in 0..n {
+            let eff_k = dilations[i]
+                .checked_mul(kernel[i].checked_sub(1)?)?
+                .checked_add(1)?;
+            let (pb, pe, s) = (pads[i], pads[i + n], strides[i]);
+            let new = onnx_schema::infer::explicit_window_count(dims[i], pb, pe, eff_k, s, true)?;
+            let total = dims[i]
+                .checked_add(pb)?
+                .checked_add(pe)?
+                .checked_sub(eff_k)?;
+            if s <= 0 || total < 0 {
+                return None;
+            }
+            let old = (total + s - 1) / s + 1;
+            if new != old {
+                return Some(false);
+            }
+        }
+        Some(true)
+    })()
+    .unwrap_or(false)
+}
+
 /// Logical parameters that only some versions have, with the value every element of an input
 /// holding the old behaviour has: (op, parameter, value). Slice before 10 has no `steps` (all 1);
 /// Dropout before 12 has no `training_mode` (inference, 0).
@@ -643,7 +718,20 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, info: &OpInfo, to: &O
         Some(out) if to.outputs.len() == 1 => {
             allowed(&out.type_str, type_of(class), out.is_homogeneous)
         }
-        // Tuples: their projections are checked as inputs where they are read.
-        _ => true,
+        // Tuples: each output in use, by its projection's type (Dropout's mask is T before 10
+        // and bool after).
+        _ => (0..info.n_outputs).all(|i| {
+            let Some(out) = to.outputs.get(i).or_else(|| {
+                to.outputs
+                    .last()
+                    .filter(|p| p.option == ParamOption::Variadic)
+            }) else {
+                return false;
+            };
+            match eg.lookup(ONode::new(NodeKind::Out(i as u32), vec![class])) {
+                Some(p) => allowed(&out.type_str, type_of(eg.find(p)), out.is_homogeneous),
+                None => true,
+            }
+        }),
     }
 }
