@@ -196,6 +196,12 @@ pub fn render_table(o: &Outcome) -> String {
             let fired: Vec<String> = p.firings.iter().map(|(r, n)| format!("{r} {n}")).collect();
             s.push_str(&format!("  rules fired: {}\n", fired.join(", ")));
         }
+        for (rule, n) in &p.not_built {
+            let why = p.not_built_reasons.get(rule).map_or("", String::as_str);
+            s.push_str(&format!(
+                "  rule '{rule}' matched {n} time(s) but its right side was not built: {why}\n"
+            ));
+        }
         if !p.refusals.is_empty() {
             s.push_str(&format!("  unions refused: {}\n", p.refusals.len()));
             for r in p.refusals.iter().take(5) {

@@ -80,6 +80,8 @@ pub struct PhaseReport {
     /// Matches whose right side could not be built (an attribute value out of range, a
     /// literal whose type cannot be told), per rule: the rule matched but did nothing.
     pub not_built: BTreeMap<String, usize>,
+    /// The first reason a rule's right side could not be built, per rule.
+    pub not_built_reasons: BTreeMap<String, String>,
     /// Matches a Rust applier declined (returned `Ok(None)`), per rule.
     pub declined: BTreeMap<String, usize>,
 }
@@ -106,6 +108,7 @@ pub fn saturate(
             firings: BTreeMap::new(),
             refusals: Vec::new(),
             not_built: BTreeMap::new(),
+            not_built_reasons: BTreeMap::new(),
             declined: BTreeMap::new(),
         };
         if !active.is_empty() || !phase.rewrites.is_empty() {
@@ -172,8 +175,12 @@ fn run_phase(
                     Applied::Declined => {
                         *report.declined.entry(rule.name.clone()).or_insert(0) += 1;
                     }
-                    Applied::NotBuilt(_) => {
+                    Applied::NotBuilt(reason) => {
                         *report.not_built.entry(rule.name.clone()).or_insert(0) += 1;
+                        report
+                            .not_built_reasons
+                            .entry(rule.name.clone())
+                            .or_insert(reason);
                     }
                     Applied::Refused(reason) => {
                         let roots = m.roots.iter().map(|&c| egraph.find(c)).collect();

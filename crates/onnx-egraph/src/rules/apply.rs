@@ -69,6 +69,19 @@ impl RhsBuilder<'_> {
         }
     }
 
+    /// A `let` variable's term, built once.
+    fn pending_var(&mut self, v: onnx_rules::ir::VarId) -> Result<Pending, String> {
+        if let Some(&id) = self.lets.get(&v) {
+            return Ok(Pending::Ready(id));
+        }
+        let Some(&(_, lt)) = self.rule.lets.iter().find(|(lv, _)| *lv == v) else {
+            return Err("not a let variable".into());
+        };
+        let id = self.term(lt)?;
+        self.lets.insert(v, id);
+        Ok(Pending::Ready(id))
+    }
+
     fn pending(&mut self, t: TermId) -> Result<Pending, String> {
         Ok(match self.rule.term(t) {
             Term::Absent => Pending::Ready(None),
@@ -168,7 +181,22 @@ impl RhsBuilder<'_> {
         let mut slot_values: BTreeMap<usize, Pending> = BTreeMap::new();
         for (name, e) in &o.attrs {
             named.push(name);
-            let v = self.eval(*e)?;
+            // A `let` term given to a logical parameter that is an input here: built, then
+            // the input (`let s = Shape(x)`, `Reshape<shape: s>`).
+            let let_term = match self.rule.expr(*e) {
+                onnx_rules::ir::Expr::Var(v) => {
+                    self.rule.lets.iter().any(|(lv, _)| lv == v).then_some(*v)
+                }
+                _ => None,
+            };
+            let v = match let_term {
+                Some(v) => match self.pending_var(v)? {
+                    Pending::Ready(Some(c)) => Val::Class(c),
+                    Pending::Ready(None) => Val::Absent,
+                    Pending::Literal(l) => l,
+                },
+                None => self.eval(*e)?,
+            };
             let loc = if default_domain {
                 logical_param(&op_type, since, name).map(|p| p.loc)
             } else {

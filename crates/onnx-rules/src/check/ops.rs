@@ -215,7 +215,11 @@ impl Checker<'_> {
                         .get(e.0 as usize)
                         .copied()
                         .unwrap_or(Ty::Any);
-                    if !expr_fits(t, ty) {
+                    // On a right side, a logical parameter that is an input at this epoch
+                    // may be given a value (`let s = Shape(x)`, then `Reshape<shape: s>`).
+                    let value_into_input =
+                        v.is_term && matches!(slot, AttrSlot::Input(..)) && matches!(t, Ty::Value);
+                    if !expr_fits(t, ty) && !value_into_input {
                         out.add(
                             value_span,
                             format!(
