@@ -152,6 +152,15 @@ fn apply_checked(model: &Model, rules: &Arc<RuleSet>, rule: &str) -> Applied {
                 .filter(|n| matches!(n.kind, NodeKind::Op(_) | NodeKind::Out(_))),
         );
     }
+    if !fired {
+        // A match whose right side could not be built says why (else "did not fire").
+        if let Some(why) = reports
+            .iter()
+            .find_map(|r| r.not_built_reasons.get(rule))
+        {
+            return Applied::Rejected(format!("the right side was not built: {why}"));
+        }
+    }
     if !fired || !at_root {
         return Applied::NotFired;
     }
