@@ -154,10 +154,7 @@ fn apply_checked(model: &Model, rules: &Arc<RuleSet>, rule: &str) -> Applied {
     }
     if !fired {
         // A match whose right side could not be built says why (else "did not fire").
-        if let Some(why) = reports
-            .iter()
-            .find_map(|r| r.not_built_reasons.get(rule))
-        {
+        if let Some(why) = reports.iter().find_map(|r| r.not_built_reasons.get(rule)) {
             return Applied::Rejected(format!("the right side was not built: {why}"));
         }
     }

@@ -101,6 +101,9 @@ pub struct OnnxAnalysis {
     pub next_unique: u32,
     /// Unions refused by rule appliers (different types or different constants).
     pub refusals: Vec<Refusal>,
+    /// For a subgraph: the types of the enclosing scopes' values it may read, by name (what
+    /// lifting gives its outer-scope leaves).
+    pub outer_types: std::collections::BTreeMap<String, TypeProto>,
 }
 
 /// A union a rule asked for and the engine refused, because it would have merged values of

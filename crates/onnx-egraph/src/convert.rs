@@ -128,10 +128,8 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
             };
             let info = eg.analysis.ops.get(op);
             // A nondeterministic node (Dropout, the random ops) may be rebound: the new node
-            // gets its own discriminator, so it only ever stands for this one node.
-            if !info.implicit_inputs.is_empty() {
-                continue;
-            }
+            // gets its own discriminator, so it only ever stands for this one node. A node with
+            // subgraphs keeps them (already converted) and the outer values they read.
             let (Some(source), Some(to)) = (
                 eg.analysis.ops.schema(op),
                 onnx_schema::registry().lookup("", &info.op_type, target),
@@ -444,6 +442,9 @@ fn rebuild(
         given.insert(i, v);
         b = b.input(i, v);
     }
+    for (name, id) in roles.outer() {
+        b = b.outer(name, id);
+    }
     if info.is_tuple || info.n_outputs != 1 {
         b = b.outputs(info.n_outputs);
     }
@@ -714,10 +715,17 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, info: &OpInfo, to: &O
             return false;
         }
     }
+    // The outputs of an op with subgraphs (If, Loop, Scan) are typed by its bodies, which are
+    // converted on their own; an unknown type there is not held against the node.
+    let has_body = to
+        .attributes
+        .iter()
+        .any(|a| a.ty == onnx_proto::attribute_proto::AttributeType::Graph);
     match to.outputs.first() {
-        Some(out) if to.outputs.len() == 1 => {
-            allowed(&out.type_str, type_of(class), out.is_homogeneous)
-        }
+        Some(out) if to.outputs.len() == 1 => match type_of(class) {
+            None if has_body => true,
+            ty => allowed(&out.type_str, ty, out.is_homogeneous),
+        },
         // Tuples: each output in use, by its projection's type (Dropout's mask is T before 10
         // and bool after).
         _ => (0..info.n_outputs).all(|i| {
@@ -728,8 +736,13 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, info: &OpInfo, to: &O
             }) else {
                 return false;
             };
-            match eg.lookup(ONode::new(NodeKind::Out(i as u32), vec![class])) {
-                Some(p) => allowed(&out.type_str, type_of(eg.find(p)), out.is_homogeneous),
+            // An output whose type is not known (a Loop's outputs, say) is not held against
+            // the node; the values its consumers read are checked where they are rebound.
+            match eg
+                .lookup(ONode::new(NodeKind::Out(i as u32), vec![class]))
+                .and_then(|p| type_of(eg.find(p)))
+            {
+                Some(ty) => allowed(&out.type_str, Some(ty), out.is_homogeneous),
                 None => true,
             }
         }),

@@ -69,8 +69,20 @@ pub fn lift_graph(
     opsets: &BTreeMap<String, i64>,
     fold: FoldOptions,
 ) -> Result<Lifted, EGraphError> {
+    lift_graph_in_scope(graph, opsets, fold, &BTreeMap::new())
+}
+
+/// [`lift_graph`] for a subgraph: `outer_types` are the types of the enclosing scopes' values
+/// it may read, by name.
+pub fn lift_graph_in_scope(
+    graph: &Graph,
+    opsets: &BTreeMap<String, i64>,
+    fold: FoldOptions,
+    outer_types: &BTreeMap<String, onnx_proto::TypeProto>,
+) -> Result<Lifted, EGraphError> {
     let mut egraph = OnnxEGraph::new(OnnxAnalysis::new(fold));
     egraph.analysis.opsets = opsets.clone();
+    egraph.analysis.outer_types = outer_types.clone();
     let mut value_class: BTreeMap<ValueId, Id> = BTreeMap::new();
     let mut inputs = Vec::new();
     let mut initializer_names = BTreeMap::new();
@@ -273,6 +285,13 @@ fn outer_class(
     };
     let id = egraph.add(ONode::leaf(NodeKind::Input((n_inputs + k) as u32)));
     egraph[id].data.names.insert(name.to_string());
+    if egraph[id].data.ty.is_none() {
+        egraph[id].data.ty = egraph
+            .analysis
+            .outer_types
+            .get(name)
+            .map(crate::types::declared);
+    }
     id
 }
 

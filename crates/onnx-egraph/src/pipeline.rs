@@ -11,7 +11,7 @@ use crate::analysis::FoldOptions;
 use crate::emit::{emit_graph, EmitOptions};
 use crate::extract::{extract_dag, AtOpset, Latency, NodeCount};
 use crate::lang::NodeKind;
-use crate::lift::{lift_graph, Lifted};
+use crate::lift::{lift_graph_in_scope, Lifted};
 use crate::saturate::{saturate, Phase, PhaseReport};
 use crate::EGraphError;
 
@@ -95,6 +95,7 @@ pub fn optimize_model(
             below_ir4: ir_version.unwrap_or(0) < 4,
             subgraph: false,
             outer: &Default::default(),
+            outer_types: &Default::default(),
         },
         &mut subgraphs,
     )?;
@@ -165,6 +166,29 @@ struct Scope<'a> {
     subgraph: bool,
     /// Every name of the enclosing scopes.
     outer: &'a std::collections::BTreeSet<String>,
+    /// The types of the enclosing scopes' values, where known.
+    outer_types: &'a BTreeMap<String, onnx_proto::TypeProto>,
+}
+
+/// The types a subgraph of `graph` may read from its enclosing scopes: `outer`, then the
+/// values of `graph` (declared, or inferred where inference gets through the graph).
+fn scope_types(
+    graph: &Graph,
+    opsets: &BTreeMap<String, i64>,
+    outer: &BTreeMap<String, onnx_proto::TypeProto>,
+) -> BTreeMap<String, onnx_proto::TypeProto> {
+    let mut types = outer.clone();
+    for v in &graph.values {
+        if let Some(t) = &v.ty {
+            types.insert(v.name.to_string(), t.clone());
+        }
+    }
+    if let Ok(inferred) = onnx_schema::infer::infer_graph(&graph.to_proto(), opsets) {
+        for (name, t) in inferred {
+            types.entry(name).or_insert(t);
+        }
+    }
+    types
 }
 
 /// Every value name of a graph and of the subgraphs inside it.
@@ -192,10 +216,12 @@ fn optimize_graph(
     if graph.nodes.iter().any(|n| n.subgraphs().next().is_some()) {
         let mut inner_outer = scope.outer.clone();
         inner_outer.extend(graph.values.iter().map(|v| v.name.to_string()));
+        let inner_types = scope_types(graph, opsets, scope.outer_types);
         let inner = Scope {
             below_ir4: scope.below_ir4,
             subgraph: true,
             outer: &inner_outer,
+            outer_types: &inner_types,
         };
         graph_with_subs = graph.clone();
         for node in graph_with_subs.nodes.iter_mut() {
@@ -217,7 +243,7 @@ fn optimize_graph(
         source = &graph_with_subs;
     }
     let t0 = Instant::now();
-    let mut lifted = lift_graph(source, opsets, options.fold.clone())?;
+    let mut lifted = lift_graph_in_scope(source, opsets, options.fold.clone(), scope.outer_types)?;
     let lift_seconds = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let egraph = std::mem::take(&mut lifted.egraph);
