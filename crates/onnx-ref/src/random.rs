@@ -17,8 +17,9 @@ use crate::value::Value;
 
 /// Random values for every graph input of `model` that is not also an initializer, from
 /// `seed`: floats uniform in [-1, 1], integers in [-5, 5] (unsigned [0, 5]), bools fair,
-/// strings short words. Symbolic dims take their value from `dims` (by `dim_param` name) or 1.
-/// Fails for inputs of unknown rank or of a non-tensor type.
+/// strings short words; sequences of one to three tensors, optionals present or empty. Symbolic
+/// dims take their value from `dims` (by `dim_param` name) or 1. Fails for inputs of unknown rank
+/// or of a map or sparse type.
 pub fn random_inputs(
     model: &ModelProto,
     seed: u64,
@@ -44,33 +45,70 @@ pub fn random_inputs(
             input: name.clone(),
             reason: reason.to_string(),
         };
-        let Some(type_proto::Value::TensorType(tt)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            return Err(err("only tensor inputs can be generated"));
-        };
-        let dtype = tt
-            .elem_type
-            .and_then(DType::from_code)
-            .ok_or_else(|| err("unknown element type"))?;
-        let shape_proto = tt.shape.as_ref().ok_or_else(|| err("unknown rank"))?;
-        let mut shape = Vec::with_capacity(shape_proto.dim.len());
-        for d in &shape_proto.dim {
-            let v = match &d.value {
-                Some(dimension::Value::DimValue(v)) => *v,
-                Some(dimension::Value::DimParam(p)) => dims.get(p).copied().unwrap_or(1),
-                None => 1,
-            };
-            if v < 0 {
-                return Err(err(&format!("negative dimension {v}")));
-            }
-            shape.push(v as usize);
-        }
-        check_size(&name, &shape)?;
-        let t = random_tensor(&mut rng, dtype, &shape)?;
-        out.push((name, Value::Tensor(t)));
+        let v = random_value(&mut rng, vi.r#type.as_ref(), dims, &name, &err)?;
+        out.push((name, v));
     }
     Ok(out)
+}
+
+/// A random value of a declared type: a tensor; a sequence of one to three tensors (of the
+/// same shape, so a concatenation or stack of them works); an optional, present or empty.
+fn random_value(
+    rng: &mut ChaCha8Rng,
+    ty: Option<&onnx_proto::TypeProto>,
+    dims: &BTreeMap<String, i64>,
+    name: &str,
+    err: &dyn Fn(&str) -> RefError,
+) -> Result<Value> {
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(tt)) => {
+            let dtype = tt
+                .elem_type
+                .and_then(DType::from_code)
+                .ok_or_else(|| err("unknown element type"))?;
+            let shape_proto = tt.shape.as_ref().ok_or_else(|| err("unknown rank"))?;
+            let mut shape = Vec::with_capacity(shape_proto.dim.len());
+            for d in &shape_proto.dim {
+                let v = match &d.value {
+                    Some(dimension::Value::DimValue(v)) => *v,
+                    Some(dimension::Value::DimParam(p)) => dims.get(p).copied().unwrap_or(1),
+                    None => 1,
+                };
+                if v < 0 {
+                    return Err(err(&format!("negative dimension {v}")));
+                }
+                shape.push(v as usize);
+            }
+            check_size(name, &shape)?;
+            Ok(Value::Tensor(random_tensor(rng, dtype, &shape)?))
+        }
+        Some(type_proto::Value::SequenceType(st)) => {
+            let elem = st.elem_type.as_deref();
+            let elem_dtype = match elem.and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(tt)) => tt.elem_type.and_then(DType::from_code),
+                _ => None,
+            };
+            let n = rng.random_range(1..=3usize);
+            let items = (0..n)
+                .map(|_| random_value(rng, elem, dims, name, err))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Value::Sequence(crate::value::Sequence {
+                elem_dtype,
+                items,
+            }))
+        }
+        Some(type_proto::Value::OptionalType(ot)) => {
+            if rng.random_bool(0.5) {
+                let v = random_value(rng, ot.elem_type.as_deref(), dims, name, err)?;
+                Ok(Value::Optional(Some(Box::new(v))))
+            } else {
+                Ok(Value::Optional(None))
+            }
+        }
+        _ => Err(err(
+            "only tensor, sequence and optional inputs can be generated",
+        )),
+    }
 }
 
 /// A random tensor of `dtype` and `shape`.
