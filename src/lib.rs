@@ -89,12 +89,12 @@ pub enum Error {
     #[error(transparent)]
     Proto(#[from] onnx_proto::Error),
     /// A text model that does not parse.
-    #[error("{path}:{}:{}: {source}", source.line, source.column)]
+    #[error("{path}:{}:{}: {}", error.line, error.column, error.kind)]
     Text {
         /// The file (or `<text>`).
         path: PathBuf,
-        /// The parse error, with its position.
-        source: Box<onnx_text::ParseError>,
+        /// The parse error, with its position (in the message, not repeated as a source).
+        error: Box<onnx_text::ParseError>,
     },
     /// A model the IR cannot represent.
     #[error("{path}: cannot represent the model")]

@@ -26,9 +26,9 @@ pub fn is_text_model(path: &Path, head: &[u8]) -> bool {
 
 /// Parses a model from the ONNX text syntax; `origin` names the source in errors.
 pub fn parse_text_model(text: &str, origin: &Path) -> Result<ModelProto, Error> {
-    onnx_text::parse_model(text).map_err(|source| Error::Text {
+    onnx_text::parse_model(text).map_err(|e| Error::Text {
         path: origin.to_path_buf(),
-        source: Box::new(source),
+        error: Box::new(e),
     })
 }
 

@@ -157,3 +157,29 @@ fn pipelines_are_listed_and_selected_by_name_or_file() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_text_model_that_does_not_parse_is_one_line_naming_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("bad.onnxtxt");
+    std::fs::write(
+        &src,
+        "<ir_version: 7, opset_import: [\"\" : 9]>\ng (float[2,3] x) => (float[2,3] y) {\n  y = Dropout<ratio: 0.5>(x)\n}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("o.onnx");
+    let o = onnx_opt(&[&"optimize", &src, &"-o", &out]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("bad.onnxtxt:3:22: expected an attribute type, found `0.5`"),
+        "{err}"
+    );
+    // The position and the message once, not repeated by the error's sources.
+    assert_eq!(
+        err.matches("expected an attribute type").count(),
+        1,
+        "{err}"
+    );
+    assert!(!out.exists());
+}
