@@ -75,6 +75,9 @@ impl Extent {
     }
 }
 
+/// The most sampling points RoiAlign keeps for one ROI (16M).
+const MAX_ROI_SAMPLES: u64 = 1 << 24;
+
 /// The first element of an optional scalar-like input as f32.
 fn first_f32(ctx: &KernelCtx, t: Option<&Tensor>, what: &str) -> Result<Option<f32>> {
     match t {
@@ -247,6 +250,19 @@ fn roi_samples(
     let count = grid_h.saturating_mul(grid_w).max(1) as usize;
     let (gh, gw) = (grid_h.max(0) as usize, grid_w.max(0) as usize);
     let total = check_size("RoiAlign sampling points", &[s.out_h, s.out_w, gh, gw])?;
+    // The points of one ROI are kept (every channel reads them): bounded well below the tensor
+    // limit, since each is a few words. An adaptive grid over a huge ROI asks for billions.
+    if total as u64 > MAX_ROI_SAMPLES {
+        return Err(RefError::TooLarge {
+            tensor: "RoiAlign sampling points of one ROI".into(),
+            shape: [s.out_h, s.out_w, gh, gw]
+                .iter()
+                .map(|&d| d as i64)
+                .collect(),
+            elements: total as u128,
+            limit: MAX_ROI_SAMPLES,
+        });
+    }
     let mut samples = Vec::with_capacity(total);
     let (hf, wf) = (height as f64, width as f64);
     for ph in 0..s.out_h {
@@ -493,5 +509,27 @@ mod tests {
         );
         let y = run(&n, 16, &[x, rois, bi]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(y.shape(), &[0, 2, 3, 1]);
+    }
+
+    #[test]
+    fn roi_align_over_a_huge_roi_with_adaptive_sampling_is_an_error_not_an_abort() {
+        // sampling_ratio 0 samples ceil(bin size) points per bin: one 3e4 x 3e4 bin asks for
+        // 9e8 points (under the tensor element limit, but tens of GB of sampling points); it
+        // must be refused before anything is allocated.
+        let x = t(&[1, 1, 2, 2], vec![0f32; 4]);
+        let rois = t(&[1, 4], vec![0f32, 0.0, 3e4, 3e4]);
+        let bi = t(&[1], vec![0i64]);
+        let n = node(
+            "RoiAlign",
+            &["x", "r", "b"],
+            vec![int_attr("output_height", 1), int_attr("output_width", 1)],
+        );
+        for opset in [10, 16] {
+            let e = run(&n, opset, &[x.clone(), rois.clone(), bi.clone()]).unwrap_err();
+            assert!(e.to_string().contains("sampling points of one ROI"), "{e}");
+        }
+        // A ROI of the image's size still runs.
+        let rois = t(&[1, 4], vec![0f32, 0.0, 1.0, 1.0]);
+        assert!(run(&n, 16, &[x, rois, bi]).is_ok());
     }
 }
