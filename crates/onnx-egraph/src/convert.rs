@@ -157,6 +157,9 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
             {
                 continue;
             }
+            if !attention_heads_allowed(eg, info, &roles, to) {
+                continue;
+            }
             let overrides = ceil_mode_as_padding(eg, info, &roles, to).unwrap_or_default();
             if let Some(mut plan) = rebuild(eg, c, node, info, &roles, source, to, &overrides) {
                 if let Some(a) = axis {
@@ -600,6 +603,30 @@ fn ceil_windows_agree(eg: &OnnxEGraph, info: &OpInfo, roles: &crate::build::Role
         Some(true)
     })()
     .unwrap_or(false)
+}
+
+/// Attention from 25 refuses `q_num_heads`/`kv_num_heads` on 4-D inputs (their heads are in
+/// the shape); before 25 the attributes are ignored there. Such a node is not rebound to 25+.
+fn attention_heads_allowed(
+    eg: &OnnxEGraph,
+    info: &OpInfo,
+    roles: &crate::build::Roles<'_>,
+    to: &OpSchema,
+) -> bool {
+    if info.op_type != "Attention" || to.since_version < 25 {
+        return true;
+    }
+    let given = |name: &str| roles.attr(name).and_then(|a| attr_value(eg, a)).is_some();
+    if !given("q_num_heads") && !given("kv_num_heads") {
+        return true;
+    }
+    // Rank 4, or unknown: not rebound.
+    let rank = roles
+        .input(0)
+        .and_then(|q| eg[q].data.ty.as_ref())
+        .and_then(onnx_schema::infer::shape_of)
+        .map(|s| s.len());
+    rank == Some(3)
 }
 
 /// Logical parameters that only some versions have, with the value every element of an input
