@@ -463,6 +463,47 @@ fn rebuild(
 /// default.
 type Overrides = std::collections::BTreeMap<&'static str, Option<onnx_proto::AttributeProto>>;
 
+/// A pooling node's spatial dims (static) and its window attributes, with their defaults.
+struct Pool {
+    dims: Vec<i64>,
+    kernel: Vec<i64>,
+    strides: Vec<i64>,
+    dilations: Vec<i64>,
+    pads: Vec<i64>,
+}
+
+fn pool_geometry(eg: &OnnxEGraph, roles: &crate::build::Roles<'_>) -> Option<Pool> {
+    let attr = |name: &str| roles.attr(name).and_then(|a| attr_value(eg, a));
+    let shape = eg[roles.input(0)?]
+        .data
+        .ty
+        .as_ref()
+        .and_then(onnx_schema::infer::shape_of)?;
+    let dims: Vec<i64> = shape
+        .iter()
+        .skip(2)
+        .map(|d| match d {
+            onnx_schema::infer::SymDim::Known(v) => Some(*v),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let n = dims.len();
+    let kernel = attr("kernel_shape")?.ints.clone();
+    let ints_or = |name: &str, len: usize, d: i64| match attr(name) {
+        Some(p) if p.ints.len() == len => Some(p.ints.clone()),
+        Some(_) => None,
+        None => Some(vec![d; len]),
+    };
+    (kernel.len() == n).then_some(())?;
+    Some(Pool {
+        strides: ints_or("strides", n, 1)?,
+        dilations: ints_or("dilations", n, 1)?,
+        pads: ints_or("pads", 2 * n, 0)?,
+        dims,
+        kernel,
+    })
+}
+
 /// MaxPool with `ceil_mode` 1 going to a version without it (before 10): the same windows with
 /// `ceil_mode` 0 and the end padding grown so the last window is kept. The padding is never a
 /// maximum (it stands for -inf), and no window starts in the end padding (the output size rule
@@ -486,34 +527,14 @@ fn ceil_mode_as_padding(
     {
         return None;
     }
-    let shape = eg[roles.input(0)?]
-        .data
-        .ty
-        .as_ref()
-        .and_then(onnx_schema::infer::shape_of)?;
-    let dims: Vec<i64> = shape
-        .iter()
-        .skip(2)
-        .map(|d| match d {
-            onnx_schema::infer::SymDim::Known(v) => Some(*v),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
+    let Pool {
+        dims,
+        kernel,
+        strides,
+        dilations,
+        mut pads,
+    } = pool_geometry(eg, roles)?;
     let n = dims.len();
-    let kernel = attr("kernel_shape")?.ints.clone();
-    let ints_or = |name: &str, len: usize, d: i64| match attr(name) {
-        Some(p) if p.ints.len() == len => Some(p.ints.clone()),
-        Some(_) => None,
-        None => Some(vec![d; len]),
-    };
-    let (strides, dilations, mut pads) = (
-        ints_or("strides", n, 1)?,
-        ints_or("dilations", n, 1)?,
-        ints_or("pads", 2 * n, 0)?,
-    );
-    if kernel.len() != n {
-        return None;
-    }
     for i in 0..n {
         let eff_k = dilations[i]
             .checked_mul(kernel[i].checked_sub(1)?)?
@@ -554,34 +575,14 @@ fn ceil_windows_agree(eg: &OnnxEGraph, info: &OpInfo, roles: &crate::build::Role
         {
             return Some(true);
         }
-        let shape = eg[roles.input(0)?]
-            .data
-            .ty
-            .as_ref()
-            .and_then(onnx_schema::infer::shape_of)?;
-        let dims: Vec<i64> = shape
-            .iter()
-            .skip(2)
-            .map(|d| match d {
-                onnx_schema::infer::SymDim::Known(v) => Some(*v),
-                _ => None,
-            })
-            .collect::<Option<_>>()?;
+        let Pool {
+            dims,
+            kernel,
+            strides,
+            dilations,
+            pads,
+        } = pool_geometry(eg, roles)?;
         let n = dims.len();
-        let kernel = attr("kernel_shape")?.ints.clone();
-        let ints_or = |name: &str, len: usize, d: i64| match attr(name) {
-            Some(p) if p.ints.len() == len => Some(p.ints.clone()),
-            Some(_) => None,
-            None => Some(vec![d; len]),
-        };
-        let (strides, dilations, pads) = (
-            ints_or("strides", n, 1)?,
-            ints_or("dilations", n, 1)?,
-            ints_or("pads", 2 * n, 0)?,
-        );
-        if kernel.len() != n {
-            return None;
-        }
         for i in 0..n {
             let eff_k = dilations[i]
                 .checked_mul(kernel[i].checked_sub(1)?)?
