@@ -472,6 +472,11 @@ struct Pool {
     pads: Vec<i64>,
 }
 
+/// The extent of a dilated window: `d * (k - 1) + 1`.
+fn effective_kernel(k: i64, d: i64) -> Option<i64> {
+    d.checked_mul(k.checked_sub(1)?)?.checked_add(1)
+}
+
 fn pool_geometry(eg: &OnnxEGraph, roles: &crate::build::Roles<'_>) -> Option<Pool> {
     let attr = |name: &str| roles.attr(name).and_then(|a| attr_value(eg, a));
     let shape = eg[roles.input(0)?]
@@ -536,9 +541,7 @@ fn ceil_mode_as_padding(
     } = pool_geometry(eg, roles)?;
     let n = dims.len();
     for i in 0..n {
-        let eff_k = dilations[i]
-            .checked_mul(kernel[i].checked_sub(1)?)?
-            .checked_add(1)?;
+        let eff_k = effective_kernel(kernel[i], dilations[i])?;
         let (pb, pe, s) = (pads[i], pads[i + n], strides[i]);
         let out = onnx_schema::infer::explicit_window_count(dims[i], pb, pe, eff_k, s, true)?;
         let covered = out.checked_sub(1)?.checked_mul(s)?.checked_add(eff_k)?;
@@ -584,9 +587,7 @@ fn ceil_windows_agree(eg: &OnnxEGraph, info: &OpInfo, roles: &crate::build::Role
         } = pool_geometry(eg, roles)?;
         let n = dims.len();
         for i in 0..n {
-            let eff_k = dilations[i]
-                .checked_mul(kernel[i].checked_sub(1)?)?
-                .checked_add(1)?;
+            let eff_k = effective_kernel(kernel[i], dilations[i])?;
             let (pb, pe, s) = (pads[i], pads[i + n], strides[i]);
             let new = onnx_schema::infer::explicit_window_count(dims[i], pb, pe, eff_k, s, true)?;
             let total = dims[i]
