@@ -227,7 +227,9 @@ impl Optimizer {
     pub fn phases(&self) -> Result<Vec<Phase>, Error> {
         let mut phases = self.pipeline.phases(&self.extra)?;
         if self.target_opset.is_some() && !self.extra.no_builtin {
-            phases.push(crate::rules::version_phase()?);
+            let mut version = crate::rules::version_phase()?;
+            version.target_opset = self.target_opset;
+            phases.push(version);
         }
         Ok(phases)
     }
@@ -396,5 +398,6 @@ fn restrict(p: &Phase, keep: Option<&BTreeSet<String>>) -> Phase {
     q.node_limit = p.node_limit;
     q.time_limit = p.time_limit;
     q.match_limit = p.match_limit;
+    q.target_opset = p.target_opset;
     q
 }

@@ -35,10 +35,16 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// such as an operator written with the older operators of its function body. They run in a
 /// phase of their own when a target opset is set, after the pipeline's phases, and the target's
 /// extraction keeps them only where the op is not legal at the target.
-pub const VERSION: &[(&str, &str)] = &[(
-    "rules/version/decompose.rules",
-    include_str!("../rules/version/decompose.rules"),
-)];
+pub const VERSION: &[(&str, &str)] = &[
+    (
+        "rules/version/decompose.rules",
+        include_str!("../rules/version/decompose.rules"),
+    ),
+    (
+        "rules/version/steps.rules",
+        include_str!("../rules/version/steps.rules"),
+    ),
+];
 
 /// Which rules to load.
 #[derive(Debug, Clone, Default)]
@@ -118,7 +124,8 @@ pub fn version_phase() -> Result<onnx_egraph::Phase, Error> {
         set.add_file(f);
     }
     let mut phase = onnx_egraph::Phase::new("version", std::sync::Arc::new(set));
-    phase.iter_limit = 8;
+    // Steps chain one version at a time (Cast 6 -> 9 -> 13 -> 19 -> ... takes 8).
+    phase.iter_limit = 16;
     phase.node_limit = 200_000;
     phase.time_limit = std::time::Duration::from_secs(20);
     Ok(phase)

@@ -17,6 +17,7 @@ use onnx_egraph::{
 };
 use onnx_ir::Model;
 use onnx_proto::ModelProto;
+use onnx_rules::ir::VersionStep;
 
 /// Why a fired instance failed inside the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,17 +63,25 @@ impl CostModel for AvoidRoots<'_> {
     }
 }
 
-/// The phase of a prover run: only the rule under proof, unsafe rules allowed, small limits.
-pub(crate) fn phase(rules: &Arc<RuleSet>) -> Phase {
+/// The phase of a prover run: only the rule under proof, unsafe rules allowed, small limits; a
+/// version step runs toward its right side's opset.
+pub(crate) fn phase(rules: &Arc<RuleSet>, step: Option<VersionStep>) -> Phase {
     let mut p = Phase::new("prove", rules.clone());
+    p.target_opset = step.map(|s| s.rhs_opset);
     p.iter_limit = 4;
     p.node_limit = 20_000;
     p.time_limit = Duration::from_secs(5);
     p
 }
 
-/// Runs the rule on one instance.
-pub(crate) fn apply_rule(lhs: &ModelProto, rules: &Arc<RuleSet>, rule: &str) -> Applied {
+/// Runs the rule on one instance. The right side of a version step is written at the step's
+/// right-side opset (its IR version raised to that opset's where it is below).
+pub(crate) fn apply_rule(
+    lhs: &ModelProto,
+    rules: &Arc<RuleSet>,
+    rule: &str,
+    step: Option<VersionStep>,
+) -> Applied {
     let model = match Model::from_proto(lhs.clone()) {
         Ok(m) => m,
         Err(e) => return Applied::Rejected(format!("not representable: {e}")),
@@ -82,7 +91,7 @@ pub(crate) fn apply_rule(lhs: &ModelProto, rules: &Arc<RuleSet>, rule: &str) -> 
         return Applied::Rejected(format!("fails the checker: {first}"));
     }
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        apply_checked(&model, rules, rule)
+        apply_checked(&model, rules, rule, step)
     }));
     match run {
         Ok(a) => a,
@@ -97,7 +106,12 @@ pub(crate) fn apply_rule(lhs: &ModelProto, rules: &Arc<RuleSet>, rule: &str) -> 
     }
 }
 
-fn apply_checked(model: &Model, rules: &Arc<RuleSet>, rule: &str) -> Applied {
+fn apply_checked(
+    model: &Model,
+    rules: &Arc<RuleSet>,
+    rule: &str,
+    step: Option<VersionStep>,
+) -> Applied {
     let opsets = onnx_egraph::lift::opset_map(model);
     let mut lifted = match lift_graph(&model.graph, &opsets, FoldOptions::default()) {
         Ok(l) => l,
@@ -113,7 +127,7 @@ fn apply_checked(model: &Model, rules: &Arc<RuleSet>, rule: &str) -> Applied {
         roots.push((c, lifted.egraph[c].nodes.clone()));
     }
     let egraph = std::mem::take(&mut lifted.egraph);
-    let (egraph, reports) = match saturate(egraph, &[phase(rules)], &lifted.uses) {
+    let (egraph, reports) = match saturate(egraph, &[phase(rules, step)], &lifted.uses) {
         Ok(r) => r,
         Err(EGraphError::UnsoundMerge {
             cause, left, right, ..
@@ -178,6 +192,17 @@ fn apply_checked(model: &Model, rules: &Arc<RuleSet>, rule: &str) -> Applied {
     };
     let mut out = model.clone();
     out.graph = graph;
+    if let Some(s) = step {
+        for o in out.opset_imports.iter_mut() {
+            if o.domain.is_empty() || o.domain == "ai.onnx" {
+                o.version = s.rhs_opset;
+            }
+        }
+        let min_ir = onnx_schema::registry().min_ir_version_for_opset(s.rhs_opset);
+        if let (Some(ir), Some(min)) = (out.ir_version, min_ir) {
+            out.ir_version = Some(ir.max(min));
+        }
+    }
     if let Err(errors) = onnx_ir::check_model(&out) {
         let msgs: Vec<String> = errors.iter().take(3).map(|e| e.to_string()).collect();
         return Applied::Failed(

@@ -85,6 +85,8 @@ pub(crate) struct Hints {
     pub dims: Vec<(VarId, i64, ExprId)>,
     /// `dtype(v) == float` (a literal type).
     pub dtype: BTreeMap<VarId, i32>,
+    /// `member(dtype(v), [float, double])`: the types v may take.
+    pub dtype_in: BTreeMap<VarId, Vec<i32>>,
     /// `t == E` for an attribute variable (also `normalize_axes(t, r) == E`, `value(t) == E`).
     pub attr_eq: BTreeMap<VarId, ExprId>,
     /// `is_identity(p)`.
@@ -146,6 +148,27 @@ impl Hints {
         match rule.expr(a) {
             Expr::Call { func, args } => match (func.as_str(), args.as_slice()) {
                 ("is_identity", [p]) => self.identity.extend(var_of(*p)),
+                ("member", [x, l]) => {
+                    let v = match rule.expr(*x) {
+                        Expr::Call { func, args } if func == "dtype" && args.len() == 1 => {
+                            var_of(args[0])
+                        }
+                        _ => None,
+                    };
+                    let types: Option<Vec<i32>> = match rule.expr(*l) {
+                        Expr::List(items) => items
+                            .iter()
+                            .map(|&i| match rule.expr(i) {
+                                Expr::DType(d) => Some(*d),
+                                _ => None,
+                            })
+                            .collect(),
+                        _ => None,
+                    };
+                    if let (Some(v), Some(t)) = (v, types) {
+                        self.dtype_in.insert(v, t);
+                    }
+                }
                 ("all_equal", [v, x]) => {
                     if let (Some(v), Some(x)) = (var_of(*v), lit_f64(*x)) {
                         self.fill.insert(v, x);
@@ -337,6 +360,14 @@ fn call(rule: &Rule, func: &str, args: &[ExprId], f: &dyn Facts) -> Option<GVal>
         ("dtype", 1) => Some(GVal::DType(f.dtype(var(0)?)?)),
         ("value", 1) => f.value(var(0)?),
         ("opset", 0) => Some(GVal::Int(f.opset())),
+        ("member", 2) => match (arg(0)?, arg(1)?) {
+            (x, GVal::List(l)) => {
+                Some(GVal::Bool(l.iter().any(|e| {
+                    *e == x || (x.as_f64().is_some() && x.as_f64() == e.as_f64())
+                })))
+            }
+            _ => None,
+        },
         ("len", 1) => match arg(0)? {
             GVal::List(l) => Some(GVal::Int(l.len() as i64)),
             _ => None,

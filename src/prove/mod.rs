@@ -176,6 +176,10 @@ const SHRINK_BUDGET: usize = 400;
 /// The opsets a rule is proven at: each epoch's first opset, and the newest default-domain
 /// opset when the window is open-ended.
 fn epoch_opsets(rule: &Rule) -> Vec<i64> {
+    // A version step: its left side at the opset where its ops bind their pins.
+    if let Some(s) = rule.step {
+        return vec![s.lhs_opset];
+    }
     let mut v: Vec<i64> = rule.epochs.iter().map(|e| e.window.min).collect();
     if v.is_empty() {
         v.push(rule.window.min);
@@ -236,6 +240,27 @@ fn dtype_sample(rule: &Rule, opset: i64, hints: &Hints, seed: u64) -> Vec<DType>
         .values()
         .filter_map(|&c| DType::from_code(c))
         .collect();
+    // `member(dtype(v), [...])` in the guard or a hint: the types the rule can fire at.
+    for types in hints.dtype_in.values() {
+        let within: Vec<DType> = allowed
+            .iter()
+            .copied()
+            .filter(|d| types.contains(&d.code()))
+            .collect();
+        if !within.is_empty() {
+            allowed = within;
+        } else {
+            // Types beyond the usual sample (uint8, bool, ...): the listed ones the left allows.
+            let listed: Vec<DType> = types
+                .iter()
+                .filter_map(|&c| DType::from_code(c))
+                .filter(|&d| lhs_allows(rule, opset, d))
+                .collect();
+            if !listed.is_empty() {
+                allowed = listed;
+            }
+        }
+    }
     if let Some(&p) = pinned.first() {
         allowed.retain(|&d| d == p);
         if allowed.is_empty() {
@@ -353,7 +378,7 @@ fn evaluate(ctx: &Ctx<'_>, opset: i64, d: DType, choices: &[u32]) -> Eval {
             rhs,
         }))
     };
-    match engine::apply_rule(&inst.model, &ctx.rules, &ctx.rule.name) {
+    match engine::apply_rule(&inst.model, &ctx.rules, &ctx.rule.name, ctx.rule.step) {
         Applied::Rejected(why) => Eval::Rejected(why),
         Applied::NotFired => Eval::NotFired,
         Applied::Failed(k, detail) => {

@@ -110,3 +110,33 @@ fn a_rule_that_fires_rarely_passes_once_it_gets_a_hint() {
     );
     assert_passes(&prove(&hinted));
 }
+
+#[test]
+fn a_version_step_is_proven_at_both_versions() {
+    let v = prove(
+        "# Relu-13 == Relu-14\nrule relu_up [version, step, exact]:\n  Relu@13(x) => Relu@14(x)\n",
+    );
+    assert_passes(&v);
+    assert!(v.checks.iter().all(|c| c.opset == 13), "{:?}", v.checks);
+}
+
+#[test]
+fn a_step_across_a_change_of_meaning_fails() {
+    // Softmax before 13 coerces the input to 2-D at `axis`; from 13 it normalizes one axis.
+    let v = prove(
+        "# wrong on purpose\nrule softmax_up [version, step]:\n  Softmax@11<..rest>(x) => Softmax@13<..rest>(x)\n",
+    );
+    let f = assert_fails_with_instance(&v);
+    assert!(f.detail.contains("differ"), "{}", f.detail);
+    // The right side is written at opset 13.
+    assert!(f.detail.contains("\"\" : 13"), "{}", f.detail);
+}
+
+#[test]
+fn a_step_without_the_old_behaviour_fails() {
+    // RoiAlign-16's default coordinate mode (half_pixel) is not RoiAlign-10's behaviour.
+    let v = prove(
+        "# wrong on purpose\nrule roi_up [version, step]:\n  RoiAlign@10<..rest>(x, r, i) => RoiAlign@16<..rest>(x, r, i)\n",
+    );
+    assert_fails_with_instance(&v);
+}

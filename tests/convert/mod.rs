@@ -104,3 +104,56 @@ fn conversion_cases_convert_and_compute_the_same() {
     assert!(n > 0, "no conversion case ran");
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// `rules/version/steps.rules` is what `scripts/gen_version_rules.py` writes from the committed
+/// schema table (the script needs only Python's standard library).
+#[test]
+fn generated_version_steps_are_current() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("python3")
+        .arg(root.join("scripts/gen_version_rules.py"))
+        .arg("--check")
+        .current_dir(root)
+        .output()
+        .expect("python3 runs (the generator's check needs it)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A version step runs only toward the target: converting Relu-6 (opset 11) to 14 steps it up
+/// through 13 to 14 and never down to 1; without a target no step runs at all.
+#[test]
+fn version_steps_run_toward_the_target_only() {
+    let text = r#"<ir_version: 6, opset_import: ["" : 11]>
+g (float[2, 3] x) => (float[2, 3] y) {
+   y = Relu (x)
+}"#;
+    let model = onnx_opt::parse_text(text).unwrap();
+    let out = onnx_opt::Optimizer::converter(14).optimize(&model).unwrap();
+    let fired: Vec<&String> = out
+        .report
+        .egraph
+        .main
+        .phases
+        .iter()
+        .filter(|p| p.name == "version")
+        .flat_map(|p| p.firings.keys())
+        .collect();
+    assert_eq!(fired, ["relu_13_to_14", "relu_6_to_13"], "{fired:?}");
+    assert_eq!(out.model.opset_version(""), Some(14));
+    let plain = onnx_opt::Optimizer::new().optimize(&model).unwrap();
+    let steps: Vec<&String> = plain
+        .report
+        .egraph
+        .main
+        .phases
+        .iter()
+        .flat_map(|p| p.firings.keys())
+        .filter(|r| r.contains("_to_"))
+        .collect();
+    assert!(steps.is_empty(), "{steps:?}");
+}

@@ -31,7 +31,13 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
     let phases = || onnx_opt::optimize::rule_phases(&all_rules()).unwrap();
     let mut failures = Vec::new();
     let mut seen = Vec::new();
-    for rule in files.iter().flat_map(|f| &f.rules) {
+    // The generated version steps (rules/version/steps.rules, one per pair of versions of an
+    // op) are proven below like every rule and exercised by the conversion tests; they have
+    // no case files.
+    let written = files
+        .iter()
+        .filter(|f| f.path != "rules/version/steps.rules");
+    for rule in written.flat_map(|f| &f.rules) {
         seen.push(format!("{}.onnxtxt", rule.name));
         let path = cases_dir().join(format!("{}.onnxtxt", rule.name));
         let Ok(text) = std::fs::read_to_string(&path) else {

@@ -5,7 +5,10 @@
 //! change meaning without changing the signature are listed in [`SAME_SIGNATURE_OTHER_MEANING`]
 //! and never rebound. Extraction under `AtOpset` then picks the legal node.
 
+use std::collections::BTreeSet;
+
 use egg::Id;
+use onnx_rules::ir::OpHead;
 use onnx_schema::{OpSchema, ParamOption};
 
 use crate::analysis::OnnxEGraph;
@@ -114,7 +117,7 @@ const ABSENT_PARAM_MEANS: &[(&str, &str, f64)] = &[
 /// attributes, except that an attribute the target adds has a default that keeps the old
 /// behaviour, and one it drops holds its default in the node. The element types in use must be
 /// allowed by the target's type constraints.
-pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
+pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64, stepped: &BTreeSet<String>) -> usize {
     let mut additions: Vec<(Id, Plan)> = Vec::new();
     let mut classes: Vec<Id> = eg.classes().map(|c| c.id).collect();
     classes.sort();
@@ -127,6 +130,10 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
                 continue;
             };
             let info = eg.analysis.ops.get(op);
+            // Ops whose version steps are rules were converted by saturation.
+            if info.domain.is_empty() && stepped.contains(&info.op_type) {
+                continue;
+            }
             // A nondeterministic node (Dropout, the random ops) may be rebound: the new node
             // gets its own discriminator, so it only ever stands for this one node. A node with
             // subgraphs keeps them (already converted) and the outer values they read.
@@ -203,6 +210,51 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64) -> usize {
         }
     }
     n
+}
+
+/// The default-domain ops whose every pair of consecutive (not deprecated) versions has a
+/// version step in `rules`, up and down: rebinding leaves them to the rules.
+pub fn ops_with_steps(rules: &[&crate::RuleSet]) -> BTreeSet<String> {
+    let mut pairs: BTreeSet<(String, i64, i64)> = BTreeSet::new();
+    for set in rules {
+        for r in set.rules() {
+            if r.step.is_none() {
+                continue;
+            }
+            let (Some(l), Some(t)) = (r.lhs.first(), r.rhs_terms().first().copied()) else {
+                continue;
+            };
+            let (onnx_rules::ir::Pat::Op(lo), onnx_rules::ir::Term::Op(to)) =
+                (r.pat(*l), r.term(t))
+            else {
+                continue;
+            };
+            let (OpHead::Named(a), OpHead::Named(b)) = (&lo.head, &to.head) else {
+                continue;
+            };
+            if a.op_type == b.op_type && a.domain.is_empty() && b.domain.is_empty() {
+                if let (Some(x), Some(y)) = (a.pin, b.pin) {
+                    pairs.insert((a.op_type.clone(), x, y));
+                }
+            }
+        }
+    }
+    let ops: BTreeSet<&String> = pairs.iter().map(|p| &p.0).collect();
+    ops.into_iter()
+        .filter(|op| {
+            let versions: Vec<i64> = onnx_schema::registry()
+                .versions("", op)
+                .iter()
+                .filter(|s| !s.deprecated)
+                .map(|s| s.since_version)
+                .collect();
+            versions.windows(2).all(|w| {
+                pairs.contains(&((*op).clone(), w[0], w[1]))
+                    && pairs.contains(&((*op).clone(), w[1], w[0]))
+            })
+        })
+        .cloned()
+        .collect()
 }
 
 /// What rebinding one node takes: the builder at the target version, and the logical

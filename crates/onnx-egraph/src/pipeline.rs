@@ -252,7 +252,9 @@ fn optimize_graph(
     let saturate_seconds = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
     if let Some(target) = options.target_opset {
-        if crate::convert::rebind_to_opset(&mut lifted.egraph, target) > 0 {
+        let sets: Vec<&crate::RuleSet> = options.phases.iter().map(|p| &*p.rules).collect();
+        let stepped = crate::convert::ops_with_steps(&sets);
+        if crate::convert::rebind_to_opset(&mut lifted.egraph, target, &stepped) > 0 {
             lifted.egraph.rebuild();
         }
         let stuck = not_expressible(&lifted, source, target);

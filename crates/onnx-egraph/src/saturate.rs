@@ -30,6 +30,9 @@ pub struct Phase {
     pub time_limit: Duration,
     /// Matches of one rule applied per iteration, at most.
     pub match_limit: usize,
+    /// The default-domain opset a conversion goes to: version steps run only toward it (and
+    /// not at all when it is `None`).
+    pub target_opset: Option<i64>,
 }
 
 impl Phase {
@@ -43,6 +46,7 @@ impl Phase {
             node_limit: 200_000,
             time_limit: Duration::from_secs(20),
             match_limit: 10_000,
+            target_opset: None,
         }
     }
     /// A phase of raw egg rewrites.
@@ -97,7 +101,7 @@ pub fn saturate(
     let opset = egraph.analysis.opsets.get("").copied().unwrap_or(0);
     for phase in phases {
         let start = Instant::now();
-        let active = phase.rules.active(opset);
+        let active = phase.rules.active(opset, phase.target_opset);
         let mut report = PhaseReport {
             name: phase.name.clone(),
             stop: PhaseStop::NoRules,

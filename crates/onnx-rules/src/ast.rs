@@ -77,6 +77,8 @@ pub enum Clause {
 pub struct SinceRange {
     pub lo: i64,
     pub hi: Option<i64>,
+    /// Written `@A` (no `..`): exactly version A (a pin).
+    pub exact: bool,
     pub span: Span,
 }
 

@@ -185,6 +185,12 @@ pub const BUILTINS: &[FuncSig] = &[
     ),
     sig("len", &[List], Int, "length of a list"),
     sig(
+        "member",
+        &[Any, List],
+        Bool,
+        "x equals some element of list l (`member(dtype(v), [float, double])`)",
+    ),
+    sig(
         "normalize_axes",
         &[List, Int],
         List,

@@ -119,6 +119,30 @@ pub struct Rule {
     /// `hint` conditions: they steer the prover's instance generator toward instances where
     /// the rule fires (`hint rank(x) == 4`) and never restrict where the rule applies.
     pub hints: Vec<ExprId>,
+    /// A version step: every default-domain op of the rule is pinned (`Op@A`). It holds at
+    /// every opset (its window is its tag's) and rewrites a node at one schema version into
+    /// nodes at others; it runs only when a target opset is set, in the direction of the target.
+    pub step: Option<VersionStep>,
+}
+
+/// The opsets of a version step's two sides: the first opset at which every op of the side binds
+/// its pin (the side's largest pin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionStep {
+    pub lhs_opset: i64,
+    pub rhs_opset: i64,
+}
+
+impl VersionStep {
+    /// Whether the step moves toward `target`: up to a version the target binds or a later one
+    /// below it, or down from a version newer than the target.
+    pub fn toward(&self, target: i64) -> bool {
+        if self.rhs_opset > self.lhs_opset {
+            self.rhs_opset <= target
+        } else {
+            self.lhs_opset > target
+        }
+    }
 }
 
 /// The right side of a rule.
@@ -213,6 +237,11 @@ pub struct OpRef {
     /// `Op@A..B`: only schema versions with since_version in `A..=B` (B `None`: open).
     /// `None`: the version bound at the model's opset.
     pub since: Option<(i64, Option<i64>)>,
+    /// `Op@A` (no `..`): the op is pinned to the schema version whose since_version is A.
+    /// In a version step (every default-domain op of the rule pinned, see [`Rule::step`]) a
+    /// pinned op binds that version at every opset; elsewhere a pin on the left side is the
+    /// range `A..A`.
+    pub pin: Option<i64>,
 }
 
 /// The head of an operator pattern or term.

@@ -106,6 +106,9 @@ fn summary(file: &RuleFile) -> String {
         if r.is_extern() {
             writeln!(out, "  rhs: extern").unwrap();
         }
+        if let Some(s) = r.step {
+            writeln!(out, "  step: {} -> {}", s.lhs_opset, s.rhs_opset).unwrap();
+        }
     }
     out
 }

@@ -714,15 +714,23 @@ impl Gen<'_> {
             });
         }
         if op.rest.is_some() {
+            // A version step is built only where the node holds no attribute the target
+            // version lacks: such attributes are left absent.
+            let target = step_target(self.rule, &schema.name);
             for a in &schema.attributes {
                 if out.iter().any(|s| s.loc == Loc::Attr(a.name.clone())) {
                     continue;
                 }
+                let lacking = !a.required && target.is_some_and(|t| t.attribute(&a.name).is_none());
                 out.push(AttrSlot {
                     name: a.name.clone(),
                     loc: Loc::Attr(a.name.clone()),
                     var: None,
-                    state: AState::Free,
+                    state: if lacking {
+                        AState::Fixed(AVal::Absent)
+                    } else {
+                        AState::Free
+                    },
                     optional: !a.required,
                     rest: true,
                 });
@@ -730,6 +738,24 @@ impl Gen<'_> {
         }
         Ok(out)
     }
+}
+
+/// In a version step, the schema the right side writes `op` at (its pinned version).
+fn step_target(rule: &Rule, op: &str) -> Option<&'static OpSchema> {
+    rule.step?;
+    rule.terms.iter().find_map(|(t, _)| match t {
+        onnx_rules::ir::Term::Op(o) => match &o.head {
+            onnx_rules::ir::OpHead::Named(r) if r.op_type == op && r.domain.is_empty() => {
+                let pin = r.pin?;
+                onnx_schema::registry()
+                    .versions("", op)
+                    .iter()
+                    .find(|s| s.since_version == pin)
+            }
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 /// An `INT` attribute.

@@ -131,9 +131,54 @@ impl RhsBuilder<'_> {
         })
     }
 
+    /// In a version step: whether attribute `name` (class `c`), carried by `..rest` from the
+    /// left op that binds `rest`, holds that op's schema default.
+    fn holds_source_default(&self, rest: onnx_rules::ir::VarId, name: &str, c: Id) -> bool {
+        let source = self.rule.pats.iter().find_map(|(p, _)| match p {
+            onnx_rules::ir::Pat::Op(o) if o.rest == Some(rest) => match &o.head {
+                OpHead::Named(r) => r.pin.and_then(|pin| {
+                    onnx_schema::registry()
+                        .versions(&r.domain, &r.op_type)
+                        .iter()
+                        .find(|s| s.since_version == pin)
+                }),
+                _ => None,
+            },
+            _ => None,
+        });
+        let Some(default) = source
+            .and_then(|s| s.attribute(name))
+            .and_then(|a| a.default.as_ref())
+        else {
+            return false;
+        };
+        let held = self.eg[c].nodes.iter().find_map(|n| match n.kind {
+            crate::lang::NodeKind::Attr(a) => Some(self.eg.analysis.attrs.get(a)),
+            _ => None,
+        });
+        held.is_some_and(|p| {
+            let strip = |p: &onnx_proto::AttributeProto| {
+                let mut p = p.clone();
+                p.name = None;
+                p.doc_string = None;
+                p
+            };
+            strip(p) == strip(default)
+        })
+    }
+
     /// Builds an op; with `proj`, returns output `proj` of the tuple.
     fn op(&mut self, o: &OpTerm, proj: Option<usize>) -> Result<Id, String> {
         let (mut b, copied_attrs) = match &o.head {
+            OpHead::Named(r) if r.pin.is_some() && self.rule.step.is_some() => {
+                // A version step writes the op at its pinned version, whatever the opset.
+                let pin = r.pin.unwrap_or_default();
+                let b = OpBuilder::at_opset(&r.domain, &r.op_type, pin);
+                if b.schema().map(|s| s.since_version) != Some(pin) {
+                    return Err(format!("{} has no version {pin}", r.op_type));
+                }
+                (b, Vec::new())
+            }
             OpHead::Named(r) => {
                 let opset = if r.domain.is_empty() {
                     self.opset
@@ -238,8 +283,21 @@ impl RhsBuilder<'_> {
         if let Some(r) = o.rest {
             if let Some(Bound::Rest(list)) = self.env.get(r.0 as usize).cloned().flatten() {
                 for (name, c) in list {
-                    if !named.contains(&name.as_str()) && schema.attribute(&name).is_some() {
+                    if named.contains(&name.as_str()) {
+                        continue;
+                    }
+                    let absent = self.eg[c]
+                        .nodes
+                        .iter()
+                        .any(|n| matches!(n.kind, crate::lang::NodeKind::None));
+                    if schema.attribute(&name).is_some() {
                         b = b.attr(&name, AttrArg::Class(c));
+                    } else if absent {
+                        // Not held by the node: nothing to carry.
+                    } else if self.rule.step.is_some() && !self.holds_source_default(r, &name, c) {
+                        // A version step carries every attribute: one the target version does
+                        // not have is dropped only where it holds its default.
+                        return Err(format!("{op_type}-{since} has no attribute '{name}'"));
                     }
                 }
             }

@@ -335,6 +335,11 @@ impl Evaluator<'_> {
             }
             ("opset", []) => Some(Val::Int(ctx.opset)),
             ("root", []) => Some(Val::Class(eg.find(*self.roots.first()?))),
+            ("member", [x, l]) => {
+                let x = self.scalar_of(x.clone());
+                let l = self.list(l.clone())?;
+                b(l.iter().any(|e| vals_equal(&x, &self.scalar_of(e.clone()))))
+            }
             ("len", [l]) => Some(Val::Int(self.list(l.clone())?.len() as i64)),
             ("range", [x, y]) => {
                 let (x, y) = (x.as_int()?, y.as_int()?);

@@ -179,13 +179,19 @@ impl RuleSet {
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
-    /// The rules that run at a default-domain opset.
-    pub(crate) fn active(&self, opset: i64) -> Vec<RuleEntry> {
+    /// The rules that run at a default-domain opset. Version steps run only toward a target
+    /// opset, and not at all without one.
+    pub(crate) fn active(&self, opset: i64, target: Option<i64>) -> Vec<RuleEntry> {
         self.rules
             .iter()
             .filter(|e| {
                 let r = &e.rule;
-                r.window.contains(opset) && (self.float_unsafe || !r.tags.float_unsafe)
+                let step_ok = match (r.step, target) {
+                    (Some(s), Some(t)) => s.toward(t),
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                };
+                step_ok && r.window.contains(opset) && (self.float_unsafe || !r.tags.float_unsafe)
             })
             .cloned()
             .collect()

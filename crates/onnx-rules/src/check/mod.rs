@@ -184,6 +184,7 @@ pub(crate) fn check_rule_tagged(
     rule.tags = tags;
     rule.window = res.window;
     rule.epochs = res.epochs;
+    rule.step = res.step;
     rule
 }
 

@@ -395,6 +395,11 @@ impl Checker<'_> {
         let Some(ls) = self.res.binding_at(left_ref, w) else {
             return;
         };
+        // A version step may carry an attribute the target version lacks: it is then not built
+        // (the node holds what only the source version computes).
+        if self.res.step.is_some() {
+            return;
+        }
         let left_named: BTreeSet<&str> = left.attrs.iter().map(|(n, _)| n.as_str()).collect();
         let rest_name = &self.lw.rule.var(rest).name;
         for a in &ls.attributes {

@@ -37,6 +37,8 @@ pub(crate) struct Resolved {
     /// Empty when the window is.
     pub epochs: Vec<Epoch>,
     known: BTreeSet<OpKey>,
+    /// Set when the rule is a version step (every default-domain op pinned).
+    pub step: Option<VersionStep>,
 }
 
 impl Resolved {
@@ -70,6 +72,12 @@ impl Resolved {
             return None;
         }
         let reg = onnx_schema::registry();
+        if let (Some(pin), Some(_)) = (r.pin, self.step) {
+            return reg
+                .versions(&r.domain, &r.op_type)
+                .iter()
+                .find(|s| s.since_version == pin && !s.deprecated);
+        }
         if r.domain.is_empty() {
             reg.lookup("", &r.op_type, w.min)
                 .filter(|s| !s.deprecated && in_range(r.since, s.since_version))
@@ -152,6 +160,9 @@ pub(crate) fn resolve(
     diags: &mut Vec<Diagnostic>,
 ) -> Resolved {
     let reg = onnx_schema::registry();
+    if let Some(r) = step_rule(lw, tag_window, diags) {
+        return r;
+    }
     let mut known = BTreeSet::new();
     let mut pieces = vec![tag_window];
     let mut empty = false;
@@ -246,7 +257,156 @@ pub(crate) fn resolve(
         window,
         epochs,
         known,
+        step: None,
     }
+}
+
+/// A default-domain op of a rule: the reference, whether it is on the right side, the span of
+/// its head and of its `@` version.
+type SiteOp<'a> = (&'a OpRef, bool, Span, Option<Span>);
+
+/// The default-domain named ops of the rule; and whether the rule has op variables.
+fn default_ops(lw: &Lowered) -> (Vec<SiteOp<'_>>, bool) {
+    let mut out = Vec::new();
+    let mut has_var = false;
+    for (site, info) in &lw.sites {
+        let (head, right) = match site {
+            Site::Pat(p) => match lw.rule.pat(*p) {
+                Pat::Op(op) => (&op.head, false),
+                _ => continue,
+            },
+            Site::Term(t) => match lw.rule.term(*t) {
+                Term::Op(op) => (&op.head, true),
+                _ => continue,
+            },
+        };
+        match head {
+            OpHead::Named(r) if r.domain.is_empty() => out.push((r, right, info.head, info.since)),
+            OpHead::Named(_) => {}
+            OpHead::Var { .. } => has_var = true,
+        }
+    }
+    (out, has_var)
+}
+
+/// A version step: every default-domain op pinned (`Op@A`), no op variables. Its window is the
+/// tag's, in one epoch; each side must bind its pins at one opset (its largest pin). Returns
+/// `None` for other rules (reporting a pin on the right side of a rule that is not a step).
+fn step_rule(
+    lw: &Lowered,
+    tag_window: OpsetWindow,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Resolved> {
+    let (ops, has_var) = default_ops(lw);
+    let all_pinned = !ops.is_empty() && !has_var && ops.iter().all(|(r, ..)| r.pin.is_some());
+    if !all_pinned {
+        for (r, right, head, since) in &ops {
+            if *right && r.pin.is_some() {
+                diags.push(
+                    Diagnostic::new(
+                        since.unwrap_or(*head),
+                        format!(
+                            "`{}@{}` pins a version on the right side, which only a version step can do",
+                            r.op_type,
+                            r.pin.unwrap_or_default()
+                        ),
+                    )
+                    .with_note("in a version step every op is pinned (`Op@A`), on both sides, and no op variable is used"),
+                );
+            }
+        }
+        return None;
+    }
+    let reg = onnx_schema::registry();
+    let mut known = BTreeSet::new();
+    let mut failed = false;
+    let mut side_opset = [0i64; 2];
+    for (r, right, head, since) in &ops {
+        let pin = r.pin.unwrap_or_default();
+        let versions = reg.versions("", &r.op_type);
+        if versions.is_empty() {
+            diags.push(unknown_op(r, *head));
+            failed = true;
+            continue;
+        }
+        if !versions
+            .iter()
+            .any(|s| s.since_version == pin && !s.deprecated)
+        {
+            let all: Vec<String> = versions
+                .iter()
+                .filter(|s| !s.deprecated)
+                .map(|s| s.since_version.to_string())
+                .collect();
+            diags.push(
+                Diagnostic::new(
+                    since.unwrap_or(*head),
+                    format!("`{}` has no version {pin} (not deprecated)", r.op_type),
+                )
+                .with_note(format!("its versions: {}", all.join(", "))),
+            );
+            failed = true;
+            continue;
+        }
+        known.insert(key(r));
+        let side = &mut side_opset[usize::from(*right)];
+        *side = (*side).max(pin);
+    }
+    // Each side at its opset: every op there binds its pin.
+    if !failed {
+        for (r, right, head, _) in &ops {
+            let at = side_opset[usize::from(*right)];
+            let bound = reg.lookup("", &r.op_type, at).map(|s| s.since_version);
+            if bound != r.pin {
+                let side = if *right { "right" } else { "left" };
+                diags.push(Diagnostic::new(
+                    *head,
+                    format!(
+                        "the {side} side's ops do not exist together: at opset {at} `{}` is version {}, not {}",
+                        r.op_type,
+                        bound.map_or("none".to_string(), |b| b.to_string()),
+                        r.pin.unwrap_or_default()
+                    ),
+                ));
+                failed = true;
+            }
+        }
+    }
+    // Ops of other domains resolve as in any rule.
+    for (site, info) in &lw.sites {
+        let head = match site {
+            Site::Pat(p) => match lw.rule.pat(*p) {
+                Pat::Op(op) => &op.head,
+                _ => continue,
+            },
+            Site::Term(t) => match lw.rule.term(*t) {
+                Term::Op(op) => &op.head,
+                _ => continue,
+            },
+        };
+        if let OpHead::Named(r) = head {
+            if !r.domain.is_empty() {
+                if reg.versions(&r.domain, &r.op_type).is_empty() {
+                    diags.push(unknown_op(r, info.head));
+                } else {
+                    known.insert(key(r));
+                }
+            }
+        }
+    }
+    Some(Resolved {
+        window: tag_window,
+        epochs: if failed {
+            Vec::new()
+        } else {
+            vec![Epoch { window: tag_window }]
+        },
+        known,
+        step: (!failed).then_some(VersionStep {
+            lhs_opset: side_opset[0],
+            rhs_opset: side_opset[1],
+        }),
+    })
 }
 
 /// The window split at every since_version of the known default-domain ops.

@@ -33,6 +33,7 @@ pub(crate) fn lower_rule(def: &ast::RuleDef, diags: &mut Vec<Diagnostic>) -> Low
                 lets: Vec::new(),
                 guard: None,
                 hints: Vec::new(),
+                step: None,
             },
             sites: BTreeMap::new(),
             attr_binding: BTreeMap::new(),
@@ -310,6 +311,7 @@ impl Lower<'_> {
                     domain,
                     op_type: op.name.clone(),
                     since: since.map(|s| (s.lo, s.hi)),
+                    pin: since.filter(|s| s.exact).map(|s| s.lo),
                 })
             }
             HeadKind::Var { name, class } => {

@@ -353,6 +353,7 @@ impl<'s> Builder<'s> {
         Some(SinceRange {
             lo,
             hi: if dots { hi } else { Some(lo) },
+            exact: !dots,
             span,
         })
     }
