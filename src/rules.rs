@@ -41,6 +41,10 @@ pub const VERSION: &[(&str, &str)] = &[
         include_str!("../rules/version/decompose.rules"),
     ),
     (
+        "rules/version/moves.rules",
+        include_str!("../rules/version/moves.rules"),
+    ),
+    (
         "rules/version/steps.rules",
         include_str!("../rules/version/steps.rules"),
     ),

@@ -157,3 +157,32 @@ g (float[2, 3] x) => (float[2, 3] y) {
         .collect();
     assert!(steps.is_empty(), "{steps:?}");
 }
+
+/// The models torch's dynamo exporter writes at opset 18 (`tests/models/torch/`, made by
+/// `scripts/export_torch_models.py`) converted down to 17, 14, 13, 11 and 9, each checked
+/// against the original in the interpreter; the table of outcomes is a snapshot.
+#[test]
+fn torch_exported_models_convert_down() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/torch");
+    let mut table = String::new();
+    for name in ["cnn", "bert", "llama"] {
+        let path = dir.join(format!("{name}_opset18.onnx"));
+        let model = onnx_opt::load(&path).unwrap();
+        for target in [17, 14, 13, 11, 9] {
+            let outcome = match onnx_opt::Optimizer::converter(target)
+                .check(3)
+                .dim("batch", 2)
+                .dim("seq", 5)
+                .optimize(&model)
+            {
+                Ok(out) => {
+                    assert_eq!(out.model.opset_version(""), Some(target));
+                    format!("ok, {} nodes", out.report.nodes_after)
+                }
+                Err(e) => chain(&e).lines().next().unwrap_or_default().to_string(),
+            };
+            table.push_str(&format!("{name} -> {target}: {outcome}\n"));
+        }
+    }
+    insta::assert_snapshot!(table);
+}

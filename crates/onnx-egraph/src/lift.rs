@@ -220,8 +220,16 @@ pub fn lift_graph_in_scope(
             };
             let value = graph.value(*v);
             egraph[vid].data.names.insert(value.name.to_string());
-            if egraph[vid].data.ty.is_none() {
-                egraph[vid].data.ty = value.ty.as_ref().map(crate::types::declared);
+            let declared = value.ty.as_ref().map(crate::types::declared);
+            match (&egraph[vid].data.ty, declared) {
+                (None, d) => egraph[vid].data.ty = d,
+                // Dims the inference left unknown take the declared ones.
+                (Some(t), Some(d)) => {
+                    if let Some(r) = crate::types::refine(t, &d) {
+                        egraph[vid].data.ty = Some(r);
+                    }
+                }
+                (Some(_), None) => {}
             }
             value_class.insert(*v, vid);
         }

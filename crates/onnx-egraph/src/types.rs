@@ -23,6 +23,39 @@ pub fn declared(t: &TypeProto) -> TypeProto {
     t
 }
 
+/// An inferred type with its unknown dims filled from the type the model declares for the value
+/// (as onnx's shape inference merges value_info): the same element type and rank, and a dim the
+/// inference left unknown takes the declared size or name. `None` when nothing changes.
+pub fn refine(inferred: &TypeProto, declared: &TypeProto) -> Option<TypeProto> {
+    let (Some(type_proto::Value::TensorType(i)), Some(type_proto::Value::TensorType(d))) =
+        (&inferred.value, &declared.value)
+    else {
+        return None;
+    };
+    if i.elem_type != d.elem_type {
+        return None;
+    }
+    let (Some(is), Some(ds)) = (&i.shape, &d.shape) else {
+        return None;
+    };
+    if is.dim.len() != ds.dim.len() {
+        return None;
+    }
+    let mut out = inferred.clone();
+    let mut changed = false;
+    if let Some(type_proto::Value::TensorType(t)) = &mut out.value {
+        if let Some(shape) = &mut t.shape {
+            for (dim, decl) in shape.dim.iter_mut().zip(&ds.dim) {
+                if dim.value.is_none() && decl.value.is_some() {
+                    dim.value = decl.value.clone();
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed.then_some(out)
+}
+
 /// The tensor type of a constant.
 pub fn tensor_type_of(t: &TensorProto) -> TypeProto {
     TypeProto {

@@ -191,6 +191,12 @@ pub const BUILTINS: &[FuncSig] = &[
         "x equals some element of list l (`member(dtype(v), [float, double])`)",
     ),
     sig(
+        "no_literal_zero",
+        &[Any, Value],
+        Bool,
+        "every entry of shape vector s is a known positive size, -1, or x's dim at its index (by name): a 0 in s could only be x's own dim",
+    ),
+    sig(
         "normalize_axes",
         &[List, Int],
         List,

@@ -372,8 +372,16 @@ impl Evaluator<'_> {
                         .collect(),
                 ))
             }
+            ("no_literal_zero", [s, x]) => {
+                let sym = sym_value(eg, Self::class(s)?)?;
+                let xs = ctx.shape(Self::class(x)?)?;
+                b(sym.iter().enumerate().all(|(i, d)| match d {
+                    SymDim::Known(k) => *k > 0 || *k == -1,
+                    d => xs.get(i).is_some_and(|x| x == d),
+                }))
+            }
             ("reshape_target", [s, x]) => {
-                let sym = eg[Self::class(s)?].data.sym.clone()?;
+                let sym = sym_value(eg, Self::class(s)?)?;
                 let xs = ctx.shape(Self::class(x)?)?;
                 let mut out = Vec::with_capacity(sym.len());
                 let mut minus_one = sym.contains(&SymDim::Known(-1));
@@ -450,5 +458,16 @@ impl Evaluator<'_> {
                 g(ctx, a)
             }
         }
+    }
+}
+
+/// A shape vector's value with symbolic dims: the analysis' `sym`, or a constant's entries.
+fn sym_value(eg: &OnnxEGraph, c: Id) -> Option<Vec<SymDim>> {
+    if let Some(v) = eg[c].data.sym.clone() {
+        return Some(v);
+    }
+    match const_val(eg, eg[c].data.constant?)? {
+        Val::List(l) => l.iter().map(|v| v.as_int().map(SymDim::Known)).collect(),
+        _ => None,
     }
 }
