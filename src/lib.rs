@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 
 pub mod fuzz;
 pub mod info;
+pub mod inline;
 mod model;
 pub mod optimize;
 mod optimizer;

@@ -183,6 +183,12 @@ pub fn render_table(o: &Outcome) -> String {
         "model size (bytes)", o.size_before, o.size_after
     ));
     s.push_str(&format!("pipeline: {}\n", o.report.pipeline));
+    if o.report.inlined_calls > 0 {
+        s.push_str(&format!(
+            "local functions: {} call(s) inlined to change the opset; {} function(s) removed (no call left)\n",
+            o.report.inlined_calls, o.report.inlined_functions
+        ));
+    }
     s.push_str(&format!(
         "time: {:.0} ms (load {:.0}, optimize {:.0}, check {:.0}, save {:.0})\n",
         o.time_ms, o.load_ms, o.report.optimize_ms, o.report.check_ms, o.save_ms

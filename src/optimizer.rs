@@ -80,6 +80,10 @@ pub struct Report {
     pub ops_after: BTreeMap<String, usize>,
     /// Random trials the check ran (0: it was off).
     pub check_trials: usize,
+    /// Calls of model-local functions inlined before converting to another opset.
+    pub inlined_calls: usize,
+    /// Model-local functions removed after inlining (no call left).
+    pub inlined_functions: usize,
     /// Milliseconds spent optimizing (check excluded).
     pub optimize_ms: f64,
     /// Milliseconds spent checking.
@@ -253,6 +257,29 @@ impl Optimizer {
         let origin = crate::model_origin(model);
         let phases = self.phases()?;
         let original = model.to_proto();
+        // Converting to another opset: model-local functions are inlined first (their bodies
+        // are written at the model's opset and convert with the graph).
+        let source_opset = model.opset_version("");
+        let inlined_model;
+        let mut inlined = crate::inline::Inlined::default();
+        let model = match self.target_opset {
+            Some(t) if source_opset.is_some_and(|s| s != t) && !model.functions.is_empty() => {
+                let (proto, done) =
+                    crate::inline::inline_local_functions(&original).map_err(|msg| {
+                        Error::Optimize {
+                            path: origin.clone().into(),
+                            source: onnx_egraph::EGraphError::Unsupported(msg),
+                        }
+                    })?;
+                inlined = done;
+                inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
+                    path: origin.clone().into(),
+                    source,
+                })?;
+                &inlined_model
+            }
+            _ => model,
+        };
         let before = ModelInfo::of(&original);
         let t1 = std::time::Instant::now();
         let (optimized, egraph) = self.run_phases(model, &phases, None, &origin)?;
@@ -281,6 +308,8 @@ impl Optimizer {
                 ops_before: before.op_histogram,
                 ops_after: after.op_histogram,
                 check_trials: self.check,
+                inlined_calls: inlined.calls,
+                inlined_functions: inlined.functions,
                 optimize_ms,
                 check_ms,
                 egraph,

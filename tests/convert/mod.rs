@@ -186,3 +186,53 @@ fn torch_exported_models_convert_down() {
     }
     insta::assert_snapshot!(table);
 }
+
+/// Local functions are inlined only when the opset changes; a body with a subgraph is refused
+/// with a message naming the function, and a recursive function too.
+#[test]
+fn local_functions_are_inlined_or_refused_by_name() {
+    let with_fn = |body: &str| {
+        format!(
+            r#"<ir_version: 9, opset_import: ["" : 18, "local" : 1]>
+g (float[2,3] x, bool c) => (float[2,3] y) {{
+  y = local.F (x, c)
+}}
+<domain: "local", opset_import: ["" : 18, "local" : 1]>
+F (a, c) => (b) {{
+{body}
+}}"#
+        )
+    };
+    // Same opset: nothing is inlined, the function stays.
+    let plain = onnx_opt::parse_text(&with_fn("  b = Relu (a)")).unwrap();
+    let out = onnx_opt::Optimizer::converter(18).optimize(&plain).unwrap();
+    assert_eq!(out.report.inlined_calls, 0);
+    assert_eq!(out.model.functions.len(), 1);
+    // Another opset: inlined and removed.
+    let out = onnx_opt::Optimizer::converter(13).optimize(&plain).unwrap();
+    assert_eq!(
+        (out.report.inlined_calls, out.report.inlined_functions),
+        (1, 1)
+    );
+    assert!(out.model.functions.is_empty());
+    // A subgraph in the body: refused, naming the function.
+    let sub = onnx_opt::parse_text(&with_fn(
+        "  b = If (c) <then_branch = g1 () => (float[2,3] t) { t = Relu (a) }, else_branch = g2 () => (float[2,3] e) { e = Neg (a) }>",
+    ))
+    .unwrap();
+    let err = onnx_opt::Optimizer::converter(13)
+        .optimize(&sub)
+        .unwrap_err();
+    let msg = chain(&err);
+    assert!(
+        msg.contains("local function 'F'") && msg.contains("subgraph"),
+        "{msg}"
+    );
+    // Recursion: refused.
+    let rec = onnx_opt::parse_text(&with_fn("  b = local.F (a, c)")).unwrap();
+    let err = onnx_opt::Optimizer::converter(13)
+        .optimize(&rec)
+        .unwrap_err();
+    let msg = chain(&err);
+    assert!(msg.contains("recursion"), "{msg}");
+}

@@ -1,0 +1,316 @@
+//! Inlining of model-local functions, for conversion to another opset: a function body is
+//! written at its own opset imports, so before the default-domain opset changes every call is
+//! replaced by the body (values renamed apart, attribute references replaced by the caller's
+//! attributes or the function's defaults), and the body then converts with the graph around it.
+//! A function that is called nowhere after that is removed (the report says how many).
+//!
+//! Refused with a message naming the function: bodies with subgraph attributes, bodies whose
+//! ops bind other schema versions at the function's opset than at the model's, recursion.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use onnx_proto::{FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+
+/// What inlining did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Inlined {
+    /// Call nodes replaced by their function's body (nested calls included).
+    pub calls: usize,
+    /// Functions removed from the model (none is called any more).
+    pub functions: usize,
+}
+
+/// Calls deeper than this are taken for recursion.
+const MAX_DEPTH: usize = 64;
+
+type FnKey = (String, String, String);
+
+fn key_of_node(n: &NodeProto) -> FnKey {
+    (
+        n.domain.clone().unwrap_or_default(),
+        n.op_type.clone().unwrap_or_default(),
+        n.overload.clone().unwrap_or_default(),
+    )
+}
+
+fn key_of_fn(f: &FunctionProto) -> FnKey {
+    (
+        f.domain.clone().unwrap_or_default(),
+        f.name.clone().unwrap_or_default(),
+        f.overload.clone().unwrap_or_default(),
+    )
+}
+
+fn normalize(domain: &str) -> &str {
+    onnx_schema::normalize_domain(domain)
+}
+
+fn version_in(imports: &[OperatorSetIdProto], domain: &str) -> Option<i64> {
+    imports
+        .iter()
+        .find(|o| normalize(o.domain.as_deref().unwrap_or("")) == normalize(domain))
+        .and_then(|o| o.version)
+}
+
+/// Inlines every call of a model-local function; returns the model and what was done.
+pub fn inline_local_functions(model: &ModelProto) -> Result<(ModelProto, Inlined), String> {
+    let mut out = model.clone();
+    if out.functions.is_empty() {
+        return Ok((out, Inlined::default()));
+    }
+    let funcs: BTreeMap<FnKey, FunctionProto> = out
+        .functions
+        .iter()
+        .map(|f| (key_of_fn(f), f.clone()))
+        .collect();
+    for f in funcs.values() {
+        check_function(f, &out.opset_import)?;
+    }
+    let mut names = BTreeSet::new();
+    if let Some(g) = &out.graph {
+        collect_names(g, &mut names);
+    }
+    let mut inl = Inliner {
+        funcs: &funcs,
+        names,
+        counter: 0,
+        calls: 0,
+    };
+    if let Some(g) = out.graph.as_mut() {
+        inl.graph(g, 0)?;
+    }
+    let calls = inl.calls;
+    // Domains the bodies import that the model does not.
+    for f in funcs.values() {
+        for o in &f.opset_import {
+            let d = o.domain.as_deref().unwrap_or("");
+            if version_in(&out.opset_import, d).is_none() && !funcs.keys().any(|k| k.0 == d) {
+                out.opset_import.push(o.clone());
+            }
+        }
+    }
+    let mut still_called = BTreeSet::new();
+    if let Some(g) = &out.graph {
+        called(g, &funcs, &mut still_called);
+    }
+    let before = out.functions.len();
+    out.functions
+        .retain(|f| still_called.contains(&key_of_fn(f)));
+    let functions = before - out.functions.len();
+    // The import of a domain that only named the removed functions goes with them.
+    let kept: BTreeSet<String> = out
+        .functions
+        .iter()
+        .map(|f| f.domain.clone().unwrap_or_default())
+        .collect();
+    let mut used = BTreeSet::new();
+    if let Some(g) = &out.graph {
+        node_domains(g, &mut used);
+    }
+    out.opset_import.retain(|o| {
+        let d = o.domain.clone().unwrap_or_default();
+        !funcs.keys().any(|k| k.0 == d) || kept.contains(&d) || used.contains(&d)
+    });
+    Ok((out, Inlined { calls, functions }))
+}
+
+/// A body can be inlined into the model: no subgraph attribute, and each default-domain op
+/// binds the same schema version at the function's opset as at the model's.
+fn check_function(f: &FunctionProto, model_imports: &[OperatorSetIdProto]) -> Result<(), String> {
+    let name = f.name.as_deref().unwrap_or("");
+    for n in &f.node {
+        let op = n.op_type.as_deref().unwrap_or("");
+        if n.attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+        {
+            return Err(format!(
+                "local function '{name}': node '{}' ({op}) has a subgraph; such bodies are not inlined, so the model cannot change opset",
+                n.name.as_deref().unwrap_or("")
+            ));
+        }
+        let domain = n.domain.as_deref().unwrap_or("");
+        if !normalize(domain).is_empty() {
+            continue;
+        }
+        let (Some(fv), Some(mv)) = (
+            version_in(&f.opset_import, ""),
+            version_in(model_imports, ""),
+        ) else {
+            continue;
+        };
+        let reg = onnx_schema::registry();
+        let at = |v: i64| reg.lookup("", op, v).map(|s| s.since_version);
+        if at(fv) != at(mv) {
+            return Err(format!(
+                "local function '{name}' imports opset {fv} of the default domain and the model {mv}: its node '{}' ({op}) binds another version there",
+                n.name.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn collect_names(g: &GraphProto, out: &mut BTreeSet<String>) {
+    for v in g.input.iter().chain(&g.output).chain(&g.value_info) {
+        out.insert(v.name.clone().unwrap_or_default());
+    }
+    for t in &g.initializer {
+        out.insert(t.name.clone().unwrap_or_default());
+    }
+    for n in &g.node {
+        out.extend(n.input.iter().cloned());
+        out.extend(n.output.iter().cloned());
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                collect_names(sub, out);
+            }
+        }
+    }
+}
+
+fn node_domains(g: &GraphProto, out: &mut BTreeSet<String>) {
+    for n in &g.node {
+        out.insert(n.domain.clone().unwrap_or_default());
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                node_domains(sub, out);
+            }
+        }
+    }
+}
+
+fn called(g: &GraphProto, funcs: &BTreeMap<FnKey, FunctionProto>, out: &mut BTreeSet<FnKey>) {
+    for n in &g.node {
+        let k = key_of_node(n);
+        if funcs.contains_key(&k) {
+            out.insert(k);
+        }
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                called(sub, funcs, out);
+            }
+        }
+    }
+}
+
+struct Inliner<'a> {
+    funcs: &'a BTreeMap<FnKey, FunctionProto>,
+    /// Every value name in use (new ones are added).
+    names: BTreeSet<String>,
+    counter: usize,
+    calls: usize,
+}
+
+impl Inliner<'_> {
+    fn fresh(&mut self, base: &str) -> String {
+        loop {
+            self.counter += 1;
+            let n = format!("{base}__inl{}", self.counter);
+            if self.names.insert(n.clone()) {
+                return n;
+            }
+        }
+    }
+
+    fn graph(&mut self, g: &mut GraphProto, depth: usize) -> Result<(), String> {
+        let nodes = std::mem::take(&mut g.node);
+        let mut out = Vec::with_capacity(nodes.len());
+        for mut n in nodes {
+            for a in n.attribute.iter_mut() {
+                for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                    self.graph(sub, depth)?;
+                }
+            }
+            self.node(n, depth, &mut out)?;
+        }
+        g.node = out;
+        Ok(())
+    }
+
+    /// Appends `n` to `out`, or the body of the function it calls (recursively expanded).
+    fn node(&mut self, n: NodeProto, depth: usize, out: &mut Vec<NodeProto>) -> Result<(), String> {
+        let Some(f) = self.funcs.get(&key_of_node(&n)) else {
+            out.push(n);
+            return Ok(());
+        };
+        let fname = f.name.as_deref().unwrap_or("");
+        if depth >= MAX_DEPTH {
+            return Err(format!(
+                "local function '{fname}': calls nested deeper than {MAX_DEPTH} (recursion?)"
+            ));
+        }
+        self.calls += 1;
+        let mut map: BTreeMap<String, String> = BTreeMap::new();
+        for (i, formal) in f.input.iter().enumerate() {
+            map.insert(formal.clone(), n.input.get(i).cloned().unwrap_or_default());
+        }
+        for (i, formal) in f.output.iter().enumerate() {
+            let actual = match n.output.get(i) {
+                Some(a) if !a.is_empty() => a.clone(),
+                _ => self.fresh(formal),
+            };
+            map.insert(formal.clone(), actual);
+        }
+        let call_name = n.name.clone().unwrap_or_else(|| fname.to_string());
+        for b in &f.node {
+            let mut c = b.clone();
+            for x in c.input.iter_mut() {
+                if x.is_empty() {
+                    continue;
+                }
+                *x = match map.get(x.as_str()) {
+                    Some(m) => m.clone(),
+                    None => {
+                        let m = self.fresh(x);
+                        map.insert(x.clone(), m.clone());
+                        m
+                    }
+                };
+            }
+            for x in c.output.iter_mut() {
+                if x.is_empty() {
+                    continue;
+                }
+                *x = match map.get(x.as_str()) {
+                    Some(m) => m.clone(),
+                    None => {
+                        let m = self.fresh(x);
+                        map.insert(x.clone(), m.clone());
+                        m
+                    }
+                };
+            }
+            c.name = Some(match &b.name {
+                Some(bn) if !bn.is_empty() => format!("{call_name}/{bn}"),
+                _ => call_name.clone(),
+            });
+            let mut attrs = Vec::with_capacity(c.attribute.len());
+            for a in c.attribute.drain(..) {
+                let Some(r) = a.ref_attr_name.clone() else {
+                    attrs.push(a);
+                    continue;
+                };
+                // The caller's attribute, else the function's default, else absent.
+                let given = n
+                    .attribute
+                    .iter()
+                    .find(|x| x.name.as_deref() == Some(r.as_str()))
+                    .or_else(|| {
+                        f.attribute_proto
+                            .iter()
+                            .find(|x| x.name.as_deref() == Some(r.as_str()))
+                    });
+                if let Some(v) = given {
+                    let mut v = v.clone();
+                    v.name = a.name.clone();
+                    v.ref_attr_name = None;
+                    attrs.push(v);
+                }
+            }
+            c.attribute = attrs;
+            self.node(c, depth + 1, out)?;
+        }
+        Ok(())
+    }
+}
