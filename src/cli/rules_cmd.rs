@@ -78,11 +78,50 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                 }
             }
             print!("{}", onnx_opt::prove::render_verdicts(&verdicts, &opts));
+            // Round trips: each version step up, then its inverse.
+            let all: Vec<&onnx_rules::ir::Rule> = parsed.iter().flat_map(|f| &f.rules).collect();
+            let mut trips = Vec::new();
+            let mut one_way = Vec::new();
+            for r in &all {
+                let Some(step) = r.step else { continue };
+                if step.rhs_opset < step.lhs_opset || (!only.is_empty() && !only.contains(&r.name))
+                {
+                    continue;
+                }
+                match onnx_opt::prove::step_inverse(r, &all) {
+                    Some(inv) => trips.push(onnx_opt::prove::round_trip(r, inv, &guards, &opts)),
+                    None => one_way.push(r.name.clone()),
+                }
+            }
+            let trips_failed: Vec<&onnx_opt::prove::RoundTrip> =
+                trips.iter().filter(|t| !t.passed(&opts)).collect();
+            if !trips.is_empty() {
+                let instances: usize = trips.iter().map(|t| t.returned).sum();
+                println!(
+                    "round trips (a step up, then its inverse): {} of {} pairs came back on all their instances ({instances} instances)",
+                    trips.len() - trips_failed.len(),
+                    trips.len()
+                );
+            }
+            if !one_way.is_empty() {
+                println!("steps up without a step back: {}", one_way.join(", "));
+            }
+            for t in &trips_failed {
+                let why = t.failure.clone().unwrap_or_else(|| {
+                    format!(
+                        "only {} instances came back (at least {} wanted)",
+                        t.returned, opts.min_fired
+                    )
+                });
+                println!("\n--- round trip {} then {} ---\n{why}", t.step, t.inverse);
+            }
             let failed = verdicts.iter().filter(|v| !v.passed(&opts)).count();
-            if failed > 0 {
+            if failed > 0 || !trips_failed.is_empty() {
                 eprintln!(
-                    "error: {failed} of {} rules failed their proof",
-                    verdicts.len()
+                    "error: {failed} of {} rules failed their proof, {} of {} round trips failed",
+                    verdicts.len(),
+                    trips_failed.len(),
+                    trips.len()
                 );
                 return Ok(ExitCode::from(super::exit::ERROR));
             }

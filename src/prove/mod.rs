@@ -123,9 +123,11 @@ pub struct ProveFailure {
 }
 
 impl RuleVerdict {
-    /// No failure, and every epoch opset fired at least `opts.min_fired` times.
+    /// No failure, at least one instance tried, and every epoch opset fired at least
+    /// `opts.min_fired` times.
     pub fn passed(&self, opts: &ProveOptions) -> bool {
         self.failure.is_none()
+            && !self.checks.is_empty()
             && self
                 .per_opset()
                 .iter()
@@ -166,6 +168,10 @@ const DTYPES: [DType; 5] = [
     DType::Int32,
     DType::Int64,
 ];
+
+/// The largest tensor (elements) a kernel may make while an instance runs: a Range or a
+/// ConstantOfShape of a random bound would otherwise allocate gigabytes.
+const INSTANCE_ELEMENT_LIMIT: u64 = 1 << 24;
 
 /// At most this many dtypes per epoch (float first, the others in rotation).
 const DTYPES_PER_EPOCH: usize = 3;
@@ -235,6 +241,17 @@ fn dtype_sample(rule: &Rule, opset: i64, hints: &Hints, seed: u64) -> Vec<DType>
         .into_iter()
         .filter(|&d| lhs_allows(rule, opset, d))
         .collect();
+    // Ops that take none of the usual types (BitShift, the quantizers): any type the left
+    // side takes, else the usual ones (the generator then decides).
+    if allowed.is_empty() {
+        allowed = DType::ALL
+            .into_iter()
+            .filter(|&d| gen::type_str(d).is_some() && lhs_allows(rule, opset, d))
+            .collect();
+    }
+    if allowed.is_empty() {
+        allowed = DTYPES.to_vec();
+    }
     let pinned: Vec<DType> = hints
         .dtype
         .values()
@@ -567,6 +584,7 @@ pub fn prove_rule_set(set: &RuleSet, opts: &ProveOptions) -> Vec<RuleVerdict> {
 
 /// Proves the rule of a context.
 fn prove_in(ctx: &Ctx<'_>, opts: &ProveOptions) -> RuleVerdict {
+    let _limit = onnx_ref::ElementLimit::scoped(INSTANCE_ELEMENT_LIMIT);
     let rule = ctx.rule;
     let start = Instant::now();
     let mut checks = Vec::new();
@@ -701,5 +719,130 @@ pub fn render_verdicts(v: &[RuleVerdict], opts: &ProveOptions) -> String {
         v.len(),
         v.len() - passed
     );
+    out
+}
+
+/// The round trip of a version step and its inverse: on instances of the step's left side
+/// where the step fires, the inverse must fire on the step's result and give back a model that
+/// computes what the instance does.
+#[derive(Debug, Clone)]
+pub struct RoundTrip {
+    /// The step (up).
+    pub step: String,
+    /// Its inverse (down).
+    pub inverse: String,
+    /// Instances the step fired on.
+    pub fired: usize,
+    /// Of those, instances that came back equal through the inverse.
+    pub returned: usize,
+    /// The first instance that did not come back, and why.
+    pub failure: Option<String>,
+}
+
+impl RoundTrip {
+    /// Every instance came back, and there were at least `opts.min_fired` of them.
+    pub fn passed(&self, opts: &ProveOptions) -> bool {
+        self.failure.is_none() && self.returned >= opts.min_fired
+    }
+}
+
+/// The inverse of a version step in `rules`: a step whose single-op sides swap the step's op
+/// and versions.
+pub fn step_inverse<'a>(step: &Rule, rules: &[&'a Rule]) -> Option<&'a Rule> {
+    let key = |r: &Rule| -> Option<(String, i64, i64)> {
+        r.step?;
+        let Pat::Op(l) = r.pat(*r.lhs.first()?) else {
+            return None;
+        };
+        let onnx_rules::ir::Term::Op(t) = r.term(*r.rhs_terms().first()?) else {
+            return None;
+        };
+        match (&l.head, &t.head) {
+            (OpHead::Named(a), OpHead::Named(b)) if a.op_type == b.op_type => {
+                Some((a.op_type.clone(), a.pin?, b.pin?))
+            }
+            _ => None,
+        }
+    };
+    let (op, a, b) = key(step)?;
+    rules
+        .iter()
+        .find(|r| key(r) == Some((op.clone(), b, a)))
+        .copied()
+}
+
+/// Runs the round trip of `step` (a version step) through `inverse`.
+pub fn round_trip(
+    step: &Rule,
+    inverse: &Rule,
+    guards: &GuardRegistry,
+    opts: &ProveOptions,
+) -> RoundTrip {
+    let mut out = RoundTrip {
+        step: step.name.clone(),
+        inverse: inverse.name.clone(),
+        fired: 0,
+        returned: 0,
+        failure: None,
+    };
+    let (Some(s), Some(_)) = (step.step, inverse.step) else {
+        out.failure = Some("not a pair of version steps".into());
+        return out;
+    };
+    let _limit = onnx_ref::ElementLimit::scoped(INSTANCE_ELEMENT_LIMIT);
+    let up = Ctx::new(step, guards);
+    let down = Ctx::new(inverse, guards);
+    let opset = s.lhs_opset;
+    'dtypes: for d in dtype_sample(step, opset, &up.hints, opts.seed) {
+        let mut fired = 0;
+        for attempt in 0..opts.max_attempts {
+            if fired >= opts.instances {
+                break;
+            }
+            let seed = instance_seed(opts.seed ^ 0x5eed, &step.name, opset, d, attempt);
+            let choices = choices_for(seed);
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                gen::generate(step, &up.hints, opset, d, up.special, &choices)
+            }));
+            let Ok(Ok(inst)) = built else { continue };
+            let Applied::Fired(there) =
+                engine::apply_rule(&inst.model, &up.rules, &step.name, step.step)
+            else {
+                continue;
+            };
+            // The step's result must run like the instance (else it is the step's own failure,
+            // reported by its proof).
+            if !matches!(
+                compare::run_both(&inst.model, &there, &inst, step.tags.precision),
+                Ran::Agree
+            ) {
+                continue;
+            }
+            fired += 1;
+            out.fired += 1;
+            let why = match engine::apply_rule(&there, &down.rules, &inverse.name, inverse.step) {
+                Applied::Fired(back) => {
+                    match compare::run_both(&inst.model, &back, &inst, inverse.tags.precision) {
+                        Ran::Agree => {
+                            out.returned += 1;
+                            continue;
+                        }
+                        Ran::Rejected(w) | Ran::RhsError(w) | Ran::Mismatch(w) => {
+                            format!("back differs: {w}")
+                        }
+                    }
+                }
+                Applied::NotFired => "the step back did not fire".to_string(),
+                Applied::Rejected(w) => format!("the step back did not apply: {w}"),
+                Applied::Failed(k, w) => format!("the step back failed ({k:?}): {w}"),
+            };
+            out.failure = Some(format!(
+                "{why} (dtype {}, seed {seed:#x})\ninstance:\n{}",
+                d.name().to_lowercase(),
+                indent(&print(&inst.model))
+            ));
+            break 'dtypes;
+        }
+    }
     out
 }

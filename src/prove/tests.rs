@@ -140,3 +140,23 @@ fn a_step_without_the_old_behaviour_fails() {
     );
     assert_fails_with_instance(&v);
 }
+
+#[test]
+fn a_round_trip_with_a_step_back_too_strict_fails() {
+    let source = "# round trips\n\n# Relu-13 == Relu-14\nrule up [version, step, exact]:\n  Relu@13(x) => Relu@14(x)\n\n# Relu-14 == Relu-13, for double only (too strict on purpose)\nrule down [version, step, exact]:\n  Relu@14(x) => Relu@13(x)\n  where dtype(x) == double\n\n# Relu-14 == Relu-13 for its types\nrule down_ok [version, step, exact]:\n  Relu@14(x) => Relu@13(x)\n  where member(dtype(x), [float, double, float16, bfloat16])\n";
+    let file = onnx_rules::parse_rules("rt.rules", source, &CheckOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rules: Vec<&Rule> = file.rules.iter().collect();
+    let guards = GuardRegistry::default();
+    let strict = round_trip(rules[0], rules[1], &guards, &opts());
+    assert!(!strict.passed(&opts()), "{strict:?}");
+    let why = strict.failure.as_deref().unwrap_or_default();
+    assert!(why.contains("step back"), "{why}");
+    let ok = round_trip(rules[0], rules[2], &guards, &opts());
+    assert!(ok.passed(&opts()), "{ok:?}");
+    // The inverse found by its ops and versions (the first one in order).
+    assert_eq!(
+        step_inverse(rules[0], &rules).map(|r| r.name.as_str()),
+        Some("down")
+    );
+}

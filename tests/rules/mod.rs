@@ -131,6 +131,21 @@ fn every_builtin_rule_is_proven_on_random_instances() {
         "{}",
         onnx_opt::prove::render_verdicts(&verdicts, &opts)
     );
+    // Every version step up has its inverse, and the round trip comes back.
+    let all: Vec<&onnx_rules::ir::Rule> = files.iter().flat_map(|f| &f.rules).collect();
+    let mut trips = 0;
+    for r in &all {
+        let Some(step) = r.step else { continue };
+        if step.rhs_opset < step.lhs_opset {
+            continue;
+        }
+        let inv = onnx_opt::prove::step_inverse(r, &all)
+            .unwrap_or_else(|| panic!("{}: no step back", r.name));
+        let t = onnx_opt::prove::round_trip(r, inv, &guards, &opts);
+        assert!(t.passed(&opts), "{} then {}: {t:?}", t.step, t.inverse);
+        trips += 1;
+    }
+    assert!(trips >= 200, "{trips} round trips");
 }
 
 /// Optimizes a text model with every built-in rule (unsafe ones included) and returns the

@@ -338,18 +338,61 @@ pub fn reshape_array<T: Clone>(a: &Array<T>, shape: &[usize]) -> Result<Array<T>
         .map_err(|e| RefError::op(format!("cannot reshape {:?} to {shape:?}: {e}", a.shape())))
 }
 
-/// Fails when a shape has more than `MAX_ELEMENTS` elements (or the product overflows).
+thread_local! {
+    static ELEMENT_LIMIT: std::cell::Cell<u64> = const { std::cell::Cell::new(MAX_ELEMENTS) };
+}
+
+/// The element limit of a tensor a kernel makes on this thread: `MAX_ELEMENTS` unless lowered
+/// with [`set_element_limit`] or [`ElementLimit::scoped`].
+pub fn element_limit() -> u64 {
+    ELEMENT_LIMIT.with(|l| l.get())
+}
+
+/// Sets the element limit of this thread (never above `MAX_ELEMENTS`), e.g. for a prover that
+/// runs many random instances and must not allocate gigabytes for one of them.
+pub fn set_element_limit(n: u64) {
+    ELEMENT_LIMIT.with(|l| l.set(n.min(MAX_ELEMENTS)));
+}
+
+/// A lowered element limit for this thread, restored when dropped.
+pub struct ElementLimit {
+    previous: u64,
+}
+
+impl ElementLimit {
+    /// Lowers this thread's limit to `n` (never raises it) until the guard is dropped.
+    pub fn scoped(n: u64) -> Self {
+        let previous = element_limit();
+        set_element_limit(n.min(previous));
+        ElementLimit { previous }
+    }
+}
+
+impl Drop for ElementLimit {
+    fn drop(&mut self) {
+        set_element_limit(self.previous);
+    }
+}
+
+/// Fails when a shape has more than [`element_limit`] elements, or when the product of its
+/// non-zero dims overflows `isize` (an empty tensor with absurd other dims, which ndarray
+/// cannot index).
 pub fn check_size(what: &str, shape: &[usize]) -> Result<usize> {
+    let limit = element_limit();
     let mut n: u128 = 1;
+    let mut nonzero: u128 = 1;
     for &d in shape {
         n = n.saturating_mul(d as u128);
+        if d != 0 {
+            nonzero = nonzero.saturating_mul(d as u128);
+        }
     }
-    if n > MAX_ELEMENTS as u128 {
+    if n > limit as u128 || nonzero > isize::MAX as u128 {
         return Err(RefError::TooLarge {
             tensor: what.to_string(),
             shape: shape.iter().map(|&d| d as i64).collect(),
-            elements: n,
-            limit: MAX_ELEMENTS,
+            elements: n.max(nonzero),
+            limit,
         });
     }
     Ok(n as usize)
@@ -358,6 +401,14 @@ pub fn check_size(what: &str, shape: &[usize]) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_size_refuses_empty_shapes_ndarray_cannot_index() {
+        let huge = 1usize << 62;
+        assert!(check_size("t", &[0, huge, huge]).is_err());
+        assert_eq!(check_size("t", &[0, 3, 4]).unwrap(), 0);
+        assert_eq!(check_size("t", &[2, 3]).unwrap(), 6);
+    }
 
     #[test]
     fn scalars_are_rank_zero() {

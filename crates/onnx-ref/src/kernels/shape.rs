@@ -428,7 +428,7 @@ fn range(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
             return Err(RefError::op("delta must not be zero"));
         }
         let n = ((l.to_f64() - s.to_f64()) / d.to_f64()).ceil().max(0.0);
-        if n > crate::tensor::MAX_ELEMENTS as f64 || n.is_nan() {
+        if n > crate::tensor::element_limit() as f64 || n.is_nan() {
             return Err(RefError::op(format!("Range would produce {n} elements")));
         }
         let n = n as usize;
