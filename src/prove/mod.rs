@@ -746,10 +746,11 @@ impl RoundTrip {
     }
 }
 
-/// The inverse of a version step in `rules`: a step whose single-op sides swap the step's op
-/// and versions.
+/// The inverse of a version step in `rules`: a step whose single-op sides swap the step's ops
+/// and versions (Relu-13 -> Relu-14 and back; Upsample-9 -> Resize-10 and back).
 pub fn step_inverse<'a>(step: &Rule, rules: &[&'a Rule]) -> Option<&'a Rule> {
-    let key = |r: &Rule| -> Option<(String, i64, i64)> {
+    type Key = (String, i64, String, i64);
+    let key = |r: &Rule| -> Option<Key> {
         r.step?;
         let Pat::Op(l) = r.pat(*r.lhs.first()?) else {
             return None;
@@ -758,17 +759,15 @@ pub fn step_inverse<'a>(step: &Rule, rules: &[&'a Rule]) -> Option<&'a Rule> {
             return None;
         };
         match (&l.head, &t.head) {
-            (OpHead::Named(a), OpHead::Named(b)) if a.op_type == b.op_type => {
-                Some((a.op_type.clone(), a.pin?, b.pin?))
+            (OpHead::Named(a), OpHead::Named(b)) => {
+                Some((a.op_type.clone(), a.pin?, b.op_type.clone(), b.pin?))
             }
             _ => None,
         }
     };
-    let (op, a, b) = key(step)?;
-    rules
-        .iter()
-        .find(|r| key(r) == Some((op.clone(), b, a)))
-        .copied()
+    let (a, x, b, y) = key(step)?;
+    let want = Some((b, y, a, x));
+    rules.iter().find(|r| key(r) == want).copied()
 }
 
 /// Runs the round trip of `step` (a version step) through `inverse`.

@@ -160,3 +160,14 @@ fn a_round_trip_with_a_step_back_too_strict_fails() {
         Some("down")
     );
 }
+
+#[test]
+fn resize_10_to_11_with_the_new_defaults_fails() {
+    // onnx.version_converter's adapter keeps 11's defaults (half_pixel, round_prefer_floor);
+    // 10 computes asymmetric coordinates with floor rounding.
+    let v = prove(
+        "# wrong on purpose\nrule resize_defaults [version, step, exact]:\n  Resize@10<mode: m, scales: s>(x)\n  => Resize@11<mode: m, roi: r, scales: s>(x)\n  let r = Slice@11<starts: [0], ends: [0], axes: [0]>(s)\n  hint rank(x) == 4\n",
+    );
+    let f = assert_fails_with_instance(&v);
+    assert!(f.detail.contains("differ"), "{}", f.detail);
+}
