@@ -176,7 +176,11 @@ def same_inputs(op: str, a: dict, b: dict) -> None:
         raise Skip("its inputs change")
     for p, q in zip(a["inputs"], b["inputs"]):
         renamed = (op, p["name"], q["name"]) in RENAMED or (op, q["name"], p["name"]) in RENAMED
-        if (p["name"] != q["name"] and not renamed) or p["option"] != q["option"]:
+        # An input that becomes optional (Gemm's C at 11) steps where it is present.
+        options = {p["option"], q["option"]}
+        if (p["name"] != q["name"] and not renamed) or (
+            len(options) > 1 and options != {"Single", "Optional"}
+        ):
             raise Skip("its inputs change")
         if p["is_homogeneous"] != q["is_homogeneous"]:
             raise Skip("its inputs change")
@@ -284,14 +288,14 @@ def step(op: str, frm: dict, to: dict, shared, added, same) -> str:
     optional: list[bool] = []
     lhs_in: list[str] = []
     rhs_in: list[str] = []
-    for p in frm["inputs"]:
+    for p, q in zip(frm["inputs"], to["inputs"]):
         v = var_name(p["name"], taken)
         if p["option"] == "Variadic":
             lhs_in.append(f"{v}..")
             rhs_in.append(f"{v}..")
             names.append(None)
             optional.append(False)
-        elif p["option"] == "Optional":
+        elif p["option"] == "Optional" and q["option"] == "Optional":
             lhs_in.append(f"{v}?")
             rhs_in.append(v)
             names.append(v)
@@ -347,6 +351,45 @@ def step(op: str, frm: dict, to: dict, shared, added, same) -> str:
     return "\n".join(lines)
 
 
+def broadcast_steps(op: str, frm: dict, to: dict) -> list[str]:
+    """The steps across 7 of an op with the `broadcast` attribute: before 7 inputs broadcast
+    only with `broadcast` 1, B's shape then a suffix of A's (or a scalar); from 7 numpy-style.
+    Up: without broadcast (equal shapes), or with it and no `axis`. Down: equal shapes without
+    it, B's shape a suffix of A's with it. Gemm's C: unidirectional from 7, `broadcast` 1 before."""
+    a, b = frm["since_version"], to["since_version"]
+    base = f"{snake(op)}_{a}_to_{b}"
+    back = f"{snake(op)}_{b}_to_{a}"
+    up_guards = type_guards(frm, to, ["x", "y"], [False, False])
+    down_guards = type_guards(to, frm, ["x", "y"], [False, False])
+
+    def rule(name, ident, lhs, rhs, guards):
+        lines = [ident, f"rule {name} [version, step, exact]:", f"  {lhs} => {rhs}"]
+        if guards:
+            lines.append("  where " + " && ".join(guards))
+        return "\n".join(lines)
+
+    suffix = "shape(y) == select(shape(x), range(rank(x) - rank(y), rank(x)))"
+    if op == "Gemm":
+        return [
+            rule(base, f"# Gemm-{a} == Gemm-{b} (C broadcasts unidirectionally at {b}; with broadcast 0 it has the result's shape)",
+                 f"Gemm@{a}<broadcast: _, ..rest>(x, y, c)", f"Gemm@{b}<..rest>(x, y, c)", up_guards),
+            rule(back, f"# Gemm-{b} == Gemm-{a} with broadcast 1 (C broadcast unidirectionally)",
+                 f"Gemm@{b}<..rest>(x, y, c)", f"Gemm@{a}<broadcast: 1, ..rest>(x, y, c)", down_guards),
+        ]
+    return [
+        rule(base, f"# {op}-{a}(x, y) == {op}-{b}(x, y) where the shapes are equal (no broadcast)",
+             f"{op}@{a}(x, y)", f"{op}@{b}(x, y)", up_guards + ["same_shape(x, y)"]),
+        rule(f"{base}_broadcast", f"# {op}-{a}(x, y, broadcast: 1) == {op}-{b}(x, y) where y's shape is a suffix of x's (numpy-style broadcasting agrees)",
+             f"{op}@{a}<broadcast: 1>(x, y)", f"{op}@{b}(x, y)",
+             up_guards + ["rank(y) <= rank(x)", suffix]),
+        rule(back, f"# {op}-{b}(x, y) == {op}-{a}(x, y) where the shapes are equal",
+             f"{op}@{b}(x, y)", f"{op}@{a}(x, y)", down_guards + ["same_shape(x, y)"]),
+        rule(f"{back}_broadcast", f"# {op}-{b}(x, y) == {op}-{a}(x, y, broadcast: 1) where y's shape is a suffix of x's",
+             f"{op}@{b}(x, y)", f"{op}@{a}<broadcast: 1>(x, y)",
+             down_guards + ["rank(y) <= rank(x)", "!same_shape(x, y)", suffix]),
+    ]
+
+
 def generate() -> str:
     data = json.loads(SCHEMAS.read_text())
     by_op: dict[str, list[dict]] = defaultdict(list)
@@ -382,7 +425,11 @@ def generate() -> str:
                 if op in LOGICAL:
                     raise Skip("it has logical parameters (attributes that became inputs)")
                 if any(x["name"] == "broadcast" for x in frm["attributes"] + to["attributes"]):
-                    raise Skip("it broadcasts by its `broadcast` attribute (numpy-style from 7)")
+                    if b != 7 or any(x["name"] == "broadcast" for x in to["attributes"]):
+                        raise Skip("it broadcasts by its `broadcast` attribute (before 7)")
+                    rules.extend(broadcast_steps(op, frm, to))
+                    count += 4 if op != "Gemm" else 2
+                    continue
                 up = step(op, frm, to, shared, added, same)
                 down = step(op, to, frm, shared, added, same)
             except Skip as e:

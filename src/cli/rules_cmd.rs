@@ -88,9 +88,11 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                 {
                     continue;
                 }
-                match onnx_opt::prove::step_inverse(r, &all) {
-                    Some(inv) => trips.push(onnx_opt::prove::round_trip(r, inv, &guards, &opts)),
-                    None => one_way.push(r.name.clone()),
+                let back = onnx_opt::prove::step_inverses(r, &all);
+                if back.is_empty() {
+                    one_way.push(r.name.clone());
+                } else {
+                    trips.push(onnx_opt::prove::round_trip(r, &back, &guards, &opts));
                 }
             }
             let trips_failed: Vec<&onnx_opt::prove::RoundTrip> =

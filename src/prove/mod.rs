@@ -746,9 +746,9 @@ impl RoundTrip {
     }
 }
 
-/// The inverse of a version step in `rules`: a step whose single-op sides swap the step's ops
-/// and versions (Relu-13 -> Relu-14 and back; Upsample-9 -> Resize-10 and back).
-pub fn step_inverse<'a>(step: &Rule, rules: &[&'a Rule]) -> Option<&'a Rule> {
+/// The inverses of a version step in `rules`: the steps whose single-op sides swap the step's
+/// ops and versions (Relu-13 -> Relu-14 and back; Upsample-9 -> Resize-10 and back).
+pub fn step_inverses<'a>(step: &Rule, rules: &[&'a Rule]) -> Vec<&'a Rule> {
     type Key = (String, i64, String, i64);
     let key = |r: &Rule| -> Option<Key> {
         r.step?;
@@ -765,32 +765,43 @@ pub fn step_inverse<'a>(step: &Rule, rules: &[&'a Rule]) -> Option<&'a Rule> {
             _ => None,
         }
     };
-    let (a, x, b, y) = key(step)?;
+    let Some((a, x, b, y)) = key(step) else {
+        return Vec::new();
+    };
     let want = Some((b, y, a, x));
-    rules.iter().find(|r| key(r) == want).copied()
+    rules.iter().filter(|r| key(r) == want).copied().collect()
 }
 
-/// Runs the round trip of `step` (a version step) through `inverse`.
+/// Runs the round trip of `step` (a version step) through its `inverses` (each instance must
+/// come back through one of them).
 pub fn round_trip(
     step: &Rule,
-    inverse: &Rule,
+    inverses: &[&Rule],
     guards: &GuardRegistry,
     opts: &ProveOptions,
 ) -> RoundTrip {
     let mut out = RoundTrip {
         step: step.name.clone(),
-        inverse: inverse.name.clone(),
+        inverse: inverses
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" or "),
         fired: 0,
         returned: 0,
         failure: None,
     };
-    let (Some(s), Some(_)) = (step.step, inverse.step) else {
-        out.failure = Some("not a pair of version steps".into());
+    let Some(s) = step.step else {
+        out.failure = Some("not a version step".into());
         return out;
     };
+    if inverses.is_empty() || inverses.iter().any(|r| r.step.is_none()) {
+        out.failure = Some("no version step back".into());
+        return out;
+    }
     let _limit = onnx_ref::ElementLimit::scoped(INSTANCE_ELEMENT_LIMIT);
     let up = Ctx::new(step, guards);
-    let down = Ctx::new(inverse, guards);
+    let downs: Vec<Ctx<'_>> = inverses.iter().map(|r| Ctx::new(r, guards)).collect();
     let opset = s.lhs_opset;
     'dtypes: for d in dtype_sample(step, opset, &up.hints, opts.seed) {
         let mut fired = 0;
@@ -819,22 +830,43 @@ pub fn round_trip(
             }
             fired += 1;
             out.fired += 1;
-            let why = match engine::apply_rule(&there, &down.rules, &inverse.name, inverse.step) {
-                Applied::Fired(back) => {
-                    match compare::run_both(&inst.model, &back, &inst, inverse.tags.precision) {
-                        Ran::Agree => {
-                            out.returned += 1;
-                            continue;
-                        }
-                        Ran::Rejected(w) | Ran::RhsError(w) | Ran::Mismatch(w) => {
-                            format!("back differs: {w}")
+            let mut whys = Vec::new();
+            for down in &downs {
+                let inverse = down.rule;
+                let why = match engine::apply_rule(&there, &down.rules, &inverse.name, inverse.step)
+                {
+                    Applied::Fired(back) => {
+                        match compare::run_both(&inst.model, &back, &inst, inverse.tags.precision) {
+                            Ran::Agree => None,
+                            Ran::Rejected(w) | Ran::RhsError(w) | Ran::Mismatch(w) => {
+                                Some(format!("back through {} differs: {w}", inverse.name))
+                            }
                         }
                     }
+                    Applied::NotFired => {
+                        Some(format!("the step back {} did not fire", inverse.name))
+                    }
+                    Applied::Rejected(w) => {
+                        Some(format!("the step back {} did not apply: {w}", inverse.name))
+                    }
+                    Applied::Failed(k, w) => Some(format!(
+                        "the step back {} failed ({k:?}): {w}",
+                        inverse.name
+                    )),
+                };
+                match why {
+                    None => {
+                        whys.clear();
+                        break;
+                    }
+                    Some(w) => whys.push(w),
                 }
-                Applied::NotFired => "the step back did not fire".to_string(),
-                Applied::Rejected(w) => format!("the step back did not apply: {w}"),
-                Applied::Failed(k, w) => format!("the step back failed ({k:?}): {w}"),
-            };
+            }
+            if whys.is_empty() {
+                out.returned += 1;
+                continue;
+            }
+            let why = whys.join("; ");
             out.failure = Some(format!(
                 "{why} (dtype {}, seed {seed:#x})\ninstance:\n{}",
                 d.name().to_lowercase(),

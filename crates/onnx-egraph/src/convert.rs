@@ -31,6 +31,20 @@ pub const SAME_SIGNATURE_OTHER_MEANING: &[(&str, i64)] = &[
     ("Max", 8),
     ("Min", 8),
     ("Mean", 8),
+    // The ops with a `broadcast` attribute before 7 broadcast only with it set (B to A); from 7
+    // numpy-style. The version steps cross 7 with the shapes checked (rules/version/steps.rules).
+    ("Add", 7),
+    ("Sub", 7),
+    ("Mul", 7),
+    ("Div", 7),
+    ("Pow", 7),
+    ("And", 7),
+    ("Or", 7),
+    ("Xor", 7),
+    ("Equal", 7),
+    ("Greater", 7),
+    ("Less", 7),
+    ("Gemm", 7),
     // GridSample-20 renamed its modes (bilinear -> linear, bicubic -> cubic) and takes N-D input.
     ("GridSample", 20),
 ];

@@ -185,6 +185,15 @@ pub(crate) fn check_rule_tagged(
     rule.window = res.window;
     rule.epochs = res.epochs;
     rule.step = res.step;
+    // A version step rewrites a node into the same node at another version, operands in
+    // place: before 7 broadcasting is directional (B to A), so operands never swap.
+    if rule.step.is_some() {
+        for (p, _) in rule.pats.iter_mut() {
+            if let Pat::Op(op) = p {
+                op.commutative = false;
+            }
+        }
+    }
     rule
 }
 
