@@ -5,8 +5,23 @@ mod cli;
 
 fn main() -> std::process::ExitCode {
     tune_allocator();
+    default_sigpipe();
     cli::main()
 }
+
+/// A closed pipe on stdout (`onnx-opt info MODEL | head`) ends the process quietly, as it does
+/// any Unix filter; Rust ignores SIGPIPE by default, so `println!` would panic instead. Output
+/// files are written to a temporary name and renamed, so none is left half-written.
+#[cfg(unix)]
+fn default_sigpipe() {
+    // SAFETY: restores the default disposition of one signal before any other thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn default_sigpipe() {}
 
 /// The interpreter allocates a tensor-sized buffer per node and frees it a few nodes later.
 /// By default glibc serves large blocks with a fresh mmap (or trims the heap top on free), so

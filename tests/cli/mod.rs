@@ -223,3 +223,32 @@ fn run_profile_lists_each_op_type() {
     assert_eq!(runs.get(1), Some(&"52"), "{conv}");
     assert!(out.lines().any(|l| l.starts_with("Concat ")), "{out}");
 }
+
+/// A reader that stops early (`onnx-opt print MODEL | head -1`) ends the process quietly: no
+/// panic message about a broken pipe.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_pipe_is_not_a_panic() {
+    use std::io::Read;
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("models/bert-tiny-opset13/model.onnx");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onnx-opt"))
+        .arg("print")
+        .arg(&m)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_exact(&mut first)
+        .expect("some output");
+    // The read end is dropped here; the printer then writes into a closed pipe.
+    let out = child.wait_with_output().expect("it ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.status.success() || err.is_empty(), "{err}");
+}
