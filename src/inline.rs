@@ -255,20 +255,8 @@ impl Inliner<'_> {
         let call_name = n.name.clone().unwrap_or_else(|| fname.to_string());
         for b in &f.node {
             let mut c = b.clone();
-            for x in c.input.iter_mut() {
-                if x.is_empty() {
-                    continue;
-                }
-                *x = match map.get(x.as_str()) {
-                    Some(m) => m.clone(),
-                    None => {
-                        let m = self.fresh(x);
-                        map.insert(x.clone(), m.clone());
-                        m
-                    }
-                };
-            }
-            for x in c.output.iter_mut() {
+            // Formal names map to the call's; the body's own values get fresh names.
+            for x in c.input.iter_mut().chain(c.output.iter_mut()) {
                 if x.is_empty() {
                     continue;
                 }

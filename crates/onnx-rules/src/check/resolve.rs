@@ -168,17 +168,9 @@ pub(crate) fn resolve(
     let mut empty = false;
     let mut seen = BTreeSet::new();
     for (site, info) in &lw.sites {
-        let head = match site {
-            Site::Pat(p) => match lw.rule.pat(*p) {
-                Pat::Op(op) => &op.head,
-                _ => continue,
-            },
-            Site::Term(t) => match lw.rule.term(*t) {
-                Term::Op(op) => &op.head,
-                _ => continue,
-            },
+        let Some(OpHead::Named(r)) = site_head(lw, site) else {
+            continue;
         };
-        let OpHead::Named(r) = head else { continue };
         if !seen.insert(key(r)) {
             continue;
         }
@@ -261,6 +253,20 @@ pub(crate) fn resolve(
     }
 }
 
+/// The head of the op at a site, if the site is an op.
+fn site_head<'a>(lw: &'a Lowered, site: &Site) -> Option<&'a OpHead> {
+    match site {
+        Site::Pat(p) => match lw.rule.pat(*p) {
+            Pat::Op(op) => Some(&op.head),
+            _ => None,
+        },
+        Site::Term(t) => match lw.rule.term(*t) {
+            Term::Op(op) => Some(&op.head),
+            _ => None,
+        },
+    }
+}
+
 /// A default-domain op of a rule: the reference, whether it is on the right side, the span of
 /// its head and of its `@` version.
 type SiteOp<'a> = (&'a OpRef, bool, Span, Option<Span>);
@@ -270,16 +276,10 @@ fn default_ops(lw: &Lowered) -> (Vec<SiteOp<'_>>, bool) {
     let mut out = Vec::new();
     let mut has_var = false;
     for (site, info) in &lw.sites {
-        let (head, right) = match site {
-            Site::Pat(p) => match lw.rule.pat(*p) {
-                Pat::Op(op) => (&op.head, false),
-                _ => continue,
-            },
-            Site::Term(t) => match lw.rule.term(*t) {
-                Term::Op(op) => (&op.head, true),
-                _ => continue,
-            },
+        let Some(head) = site_head(lw, site) else {
+            continue;
         };
+        let right = matches!(site, Site::Term(_));
         match head {
             OpHead::Named(r) if r.domain.is_empty() => out.push((r, right, info.head, info.since)),
             OpHead::Named(_) => {}
@@ -374,17 +374,7 @@ fn step_rule(
     }
     // Ops of other domains resolve as in any rule.
     for (site, info) in &lw.sites {
-        let head = match site {
-            Site::Pat(p) => match lw.rule.pat(*p) {
-                Pat::Op(op) => &op.head,
-                _ => continue,
-            },
-            Site::Term(t) => match lw.rule.term(*t) {
-                Term::Op(op) => &op.head,
-                _ => continue,
-            },
-        };
-        if let OpHead::Named(r) = head {
+        if let Some(OpHead::Named(r)) = site_head(lw, site) {
             if !r.domain.is_empty() {
                 if reg.versions(&r.domain, &r.op_type).is_empty() {
                     diags.push(unknown_op(r, info.head));
