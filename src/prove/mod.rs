@@ -751,19 +751,8 @@ impl RoundTrip {
 pub fn step_inverses<'a>(step: &Rule, rules: &[&'a Rule]) -> Vec<&'a Rule> {
     type Key = (String, i64, String, i64);
     let key = |r: &Rule| -> Option<Key> {
-        r.step?;
-        let Pat::Op(l) = r.pat(*r.lhs.first()?) else {
-            return None;
-        };
-        let onnx_rules::ir::Term::Op(t) = r.term(*r.rhs_terms().first()?) else {
-            return None;
-        };
-        match (&l.head, &t.head) {
-            (OpHead::Named(a), OpHead::Named(b)) => {
-                Some((a.op_type.clone(), a.pin?, b.op_type.clone(), b.pin?))
-            }
-            _ => None,
-        }
+        let (a, b) = r.step_ops()?;
+        Some((a.op_type.clone(), a.pin?, b.op_type.clone(), b.pin?))
     };
     let Some((a, x, b, y)) = key(step) else {
         return Vec::new();

@@ -8,7 +8,6 @@
 use std::collections::BTreeSet;
 
 use egg::Id;
-use onnx_rules::ir::OpHead;
 use onnx_schema::{OpSchema, ParamOption};
 
 use crate::analysis::OnnxEGraph;
@@ -232,20 +231,7 @@ pub fn ops_with_steps(rules: &[&crate::RuleSet]) -> BTreeSet<String> {
     let mut pairs: BTreeSet<(String, i64, i64)> = BTreeSet::new();
     for set in rules {
         for r in set.rules() {
-            if r.step.is_none() {
-                continue;
-            }
-            let (Some(l), Some(t)) = (r.lhs.first(), r.rhs_terms().first().copied()) else {
-                continue;
-            };
-            let (onnx_rules::ir::Pat::Op(lo), onnx_rules::ir::Term::Op(to)) =
-                (r.pat(*l), r.term(t))
-            else {
-                continue;
-            };
-            let (OpHead::Named(a), OpHead::Named(b)) = (&lo.head, &to.head) else {
-                continue;
-            };
+            let Some((a, b)) = r.step_ops() else { continue };
             if a.op_type == b.op_type && a.domain.is_empty() && b.domain.is_empty() {
                 if let (Some(x), Some(y)) = (a.pin, b.pin) {
                     pairs.insert((a.op_type.clone(), x, y));

@@ -164,6 +164,23 @@ impl Rule {
             Rhs::Extern => &[],
         }
     }
+    /// For a version step: the op its left root names and the op its right root names (the
+    /// step `Relu@13(x) => Relu@14(x)` gives Relu-13 and Relu-14).
+    pub fn step_ops(&self) -> Option<(&OpRef, &OpRef)> {
+        self.step?;
+        let Pat::Op(l) = self.pat(*self.lhs.first()?) else {
+            return None;
+        };
+        let Term::Op(r) = self.term(*self.rhs_terms().first()?) else {
+            return None;
+        };
+        match (&l.head, &r.head) {
+            (OpHead::Named(a), OpHead::Named(b)) if a.pin.is_some() && b.pin.is_some() => {
+                Some((a, b))
+            }
+            _ => None,
+        }
+    }
     /// Whether the right side is written in Rust (`=> extern`).
     pub fn is_extern(&self) -> bool {
         self.rhs == Rhs::Extern
