@@ -5,7 +5,8 @@
 //! A function that is called nowhere after that is removed (the report says how many).
 //!
 //! Refused with a message naming the function: bodies with subgraph attributes, bodies whose
-//! ops bind other schema versions at the function's opset than at the model's, recursion.
+//! ops bind other schema versions at the function's opset than at the model's, bodies with an
+//! unseeded random op (its stream is keyed by a name inlining changes), recursion.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -132,6 +133,22 @@ fn check_function(f: &FunctionProto, model_imports: &[OperatorSetIdProto]) -> Re
         let domain = n.domain.as_deref().unwrap_or("");
         if !normalize(domain).is_empty() {
             continue;
+        }
+        // An unseeded random op draws a stream keyed by its output's name in the function;
+        // inlined, the name (so the stream) changes and the check could not compare. Dropout
+        // draws nothing at inference.
+        let random = version_in(&f.opset_import, "")
+            .and_then(|v| onnx_schema::registry().lookup("", op, v))
+            .is_some_and(|s| s.node_determinism == onnx_schema::NodeDeterminism::NonDeterministic);
+        let seeded = n
+            .attribute
+            .iter()
+            .any(|a| a.name.as_deref() == Some("seed"));
+        if random && !seeded && op != "Dropout" {
+            return Err(format!(
+                "local function '{name}': node '{}' ({op}) is random without a seed; such bodies are not inlined, so the model cannot change opset",
+                n.name.as_deref().unwrap_or("")
+            ));
         }
         let (Some(fv), Some(mv)) = (
             version_in(&f.opset_import, ""),
