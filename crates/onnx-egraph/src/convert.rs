@@ -736,7 +736,7 @@ fn attr_value(eg: &OnnxEGraph, class: Id) -> Option<&onnx_proto::AttributeProto>
 }
 
 /// Two attribute values are the same value (names and doc strings aside).
-fn same_value(a: &onnx_proto::AttributeProto, b: &onnx_proto::AttributeProto) -> bool {
+pub(crate) fn same_value(a: &onnx_proto::AttributeProto, b: &onnx_proto::AttributeProto) -> bool {
     let strip = |p: &onnx_proto::AttributeProto| {
         let mut p = p.clone();
         p.name = None;

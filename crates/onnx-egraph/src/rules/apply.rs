@@ -156,15 +156,7 @@ impl RhsBuilder<'_> {
             crate::lang::NodeKind::Attr(a) => Some(self.eg.analysis.attrs.get(a)),
             _ => None,
         });
-        held.is_some_and(|p| {
-            let strip = |p: &onnx_proto::AttributeProto| {
-                let mut p = p.clone();
-                p.name = None;
-                p.doc_string = None;
-                p
-            };
-            strip(p) == strip(default)
-        })
+        held.is_some_and(|p| crate::convert::same_value(p, default))
     }
 
     /// Builds an op; with `proj`, returns output `proj` of the tuple.
