@@ -23,9 +23,16 @@ and record:
                        on test_data_set_0, gives the original model's onnxruntime outputs within
                        rtol/atol (default 1e-3 / 1e-4); checked in a subprocess
   valid ONNX           onnx.checker.check_model accepts the output file (same subprocess)
+  ORT ms off / on      median onnxruntime latency (CPU, 1 thread) of the original and of every
+                       output that is ok, graph optimizations off (ORT_DISABLE_ALL) and on
+                       (ORT_ENABLE_ALL): one child per model and mode builds all the sessions,
+                       warms them up and times them round-robin (see LATENCY_RUNNER)
 
-plus, for onnx-opt, the e-graph figures of its --report (e-nodes, e-classes, saturation time and
-its share of optimize_ms, rule firings) in a table of their own.
+plus, for onnx-opt, its cost model's estimate before/after (--report estimate_before,
+estimate_after) and the e-graph figures of its --report (e-nodes, e-classes, saturation time and
+its share of optimize_ms, rule firings) in a table of their own, and per tool a targets table:
+node counts against the best other tool, latency against the original and the best other tool,
+tool time against onnxsim, peak RSS over the model size.
 
 A tool that fails on a model gives a row with its error; the script goes on. Run it with the
 venv of scripts/setup_venv.sh (it has onnx, onnxruntime and the pinned peers):
@@ -43,6 +50,7 @@ import argparse
 import functools
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -134,15 +142,9 @@ print(json.dumps({"import_ms": (t1 - t0) * 1e3, "load_ms": (t2 - t1) * 1e3,
 
 # Child program for the check: run the original and the optimized model with onnxruntime on
 # test_data_set_0 and compare. Prints one JSON line.
-VERIFY_RUNNER = r"""
-import glob, json, os, sys
-import numpy as np
-import onnx, onnxruntime as ort
-from onnx import numpy_helper
-original, optimized, data_dir, rtol, atol = sys.argv[1:6]
-rtol, atol = float(rtol), float(atol)
-
+ORT_IO = r"""
 def read_tensors(pattern):
+    # test_data_set_0/<pattern> in numeric order (input_10 after input_9), as (name, array).
     paths = sorted(glob.glob(os.path.join(data_dir, pattern)),
                    key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
     out = []
@@ -153,14 +155,8 @@ def read_tensors(pattern):
         out.append((t.name, numpy_helper.to_array(t)))
     return out
 
-def session(path):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
 def feeds(sess, inputs):
+    # By name, else by position (tools may rename inputs).
     names = [i.name for i in sess.get_inputs()]
     fed = {}
     for pos, (name, arr) in enumerate(inputs):
@@ -169,6 +165,22 @@ def feeds(sess, inputs):
             raise RuntimeError(f"input_{pos}.pb ({name!r}) matches no model input {names}")
         fed[key] = arr
     return fed
+"""
+
+VERIFY_RUNNER = r"""
+import glob, json, os, sys
+import numpy as np
+import onnx, onnxruntime as ort
+from onnx import numpy_helper
+original, optimized, data_dir, rtol, atol = sys.argv[1:6]
+rtol, atol = float(rtol), float(atol)
+""" + ORT_IO + r"""
+def session(path):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 def run(path, inputs):
     s = session(path)
@@ -226,6 +238,83 @@ if optimized != "-":
             result["detail"] = result["detail"] or f"output {name!r}: " + (why or "values differ")
 print(json.dumps(result))
 """
+
+# Child program for the latency: onnxruntime (CPU provider, one intra-op and one inter-op thread,
+# sequential) at graph optimization level `mode` (off: ORT_DISABLE_ALL, on: ORT_ENABLE_ALL) on
+# test_data_set_0. It builds every session first, warms each up, then times one `run` per session
+# per round, round-robin, so that a change of machine load hits every session alike. It stops
+# after `runs` rounds, or earlier once the rounds took `budget_s` seconds (but never before
+# `min_rounds`). A session that cannot be built or run is an error of its own; the others go on.
+# Prints one JSON line.
+LATENCY_RUNNER = r"""
+import glob, json, os, statistics, sys, time
+import onnx, onnxruntime as ort
+from onnx import numpy_helper
+data_dir, mode, runs, budget_s, warmup, min_rounds = sys.argv[1:7]
+runs, budget_s, warmup, min_rounds = int(runs), float(budget_s), int(warmup), int(min_rounds)
+labels, paths = sys.argv[7::2], sys.argv[8::2]
+""" + ORT_IO + r"""
+def why(exc):
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}".rstrip(": ")
+
+level = {"off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+         "on": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[mode]
+inputs = read_tensors("input_*.pb")
+out = {label: {"error": None, "create_ms": None, "warmup_ms": [], "times_ms": []}
+       for label in labels}
+live = []  # (label, session, feeds)
+for label, path in zip(labels, paths):
+    try:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        t0 = time.perf_counter()
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        out[label]["create_ms"] = (time.perf_counter() - t0) * 1e3
+        live.append((label, sess, feeds(sess, inputs)))
+    except Exception as exc:  # noqa: BLE001 - this session's result
+        out[label]["error"] = "session: " + why(exc)
+for label, sess, fed in list(live):
+    try:
+        for _ in range(warmup):
+            t0 = time.perf_counter()
+            sess.run(None, fed)
+            out[label]["warmup_ms"].append((time.perf_counter() - t0) * 1e3)
+    except Exception as exc:  # noqa: BLE001
+        out[label]["error"] = "run: " + why(exc)
+        live.remove((label, sess, fed))
+start = time.perf_counter()
+rounds, stopped_early = 0, False
+for r in range(runs):
+    if r >= min_rounds and time.perf_counter() - start > budget_s:
+        stopped_early = True
+        break
+    for entry in list(live):
+        label, sess, fed = entry
+        try:
+            t0 = time.perf_counter()
+            sess.run(None, fed)
+            out[label]["times_ms"].append((time.perf_counter() - t0) * 1e3)
+        except Exception as exc:  # noqa: BLE001
+            out[label]["error"] = "run: " + why(exc)
+            live.remove(entry)
+    rounds += 1
+for entry in out.values():
+    if entry["error"] is None and entry["times_ms"]:
+        entry["median_ms"] = statistics.median(entry["times_ms"])
+    else:
+        entry["median_ms"] = None
+print(json.dumps({"sessions": out, "rounds": rounds, "stopped_early": stopped_early,
+                  "round_robin_s": time.perf_counter() - start}))
+"""
+LATENCY_WARMUP = 3  # untimed runs per session before the round-robin
+LATENCY_MIN_ROUNDS = 5  # the budget never cuts the round-robin shorter than this
+LATENCY_TOLERANCE = 0.03  # "slower" in the targets table: more than 3 % above
+LATENCY_MODES = ("off", "on")  # ORT_DISABLE_ALL, ORT_ENABLE_ALL
 
 
 @dataclass
@@ -525,6 +614,16 @@ class Row:
     # onnx-opt only: e-graph figures from the --report of each run and their medians.
     egraph: dict | None = None
     egraph_runs: list[dict] = field(default_factory=list)
+    # onnx-opt only: the cost model's latency estimate of the main graph (--report
+    # estimate_before / estimate_after, microseconds); None when the report lacks it.
+    estimate_before: float | None = None
+    estimate_after: float | None = None
+    # onnxruntime latency of the output (of the original for "(input)"), median ms over the
+    # timed runs, graph optimizations off (ORT_DISABLE_ALL) and on (ORT_ENABLE_ALL); None when not
+    # measured or when it failed. `latency[mode]` keeps every run and the error.
+    ort_ms_off: float | None = None
+    ort_ms_on: float | None = None
+    latency: dict = field(default_factory=dict)
 
 
 def tool_command(tool: str, args: argparse.Namespace, src: Path, out_dir: Path) -> list[str]:
@@ -654,6 +753,9 @@ def measure_model(model_dir: Path, tools: list[str], args: argparse.Namespace,
         out_dir = work / name / tool
         if row.egraph_runs:
             row.egraph = median_figures(row.egraph_runs)
+        if row.tool_report is not None:
+            row.estimate_before = number(row.tool_report.get("estimate_before"))
+            row.estimate_after = number(row.tool_report.get("estimate_after"))
         if row.error is None:  # else out_dir holds the failed run's leftovers
             after = graph_stats(out_dir / "model.onnx")
             row.size_after = dir_size(out_dir)
@@ -693,6 +795,79 @@ def verify(row: Row, original: Path, optimized: Path, model_dir: Path,
         row.error = f"onnxruntime cannot run it: {result['run_error']}"
     elif not row.matches:
         row.error = f"mismatch: {result['detail']}"
+
+
+def is_ok(row: Row) -> bool:
+    """A tool's output that is valid to compare: it ran, loads, and matches the original."""
+    return row.error is None and bool(row.matches)
+
+
+def latency_child(data_dir: Path, mode: str, sessions: list[tuple[str, Path]],
+                  budget_s: float, args: argparse.Namespace) -> tuple[dict | None, str | None]:
+    """One LATENCY_RUNNER child for these (label, model) sessions: its JSON, or why it died."""
+    cmd = [args.python, "-c", LATENCY_RUNNER, str(data_dir), mode, str(args.latency_runs),
+           str(budget_s), str(LATENCY_WARMUP), str(LATENCY_MIN_ROUNDS)]
+    for label, path in sessions:
+        cmd += [label, str(path)]
+    child = run_child(cmd, args.timeout, args.rss_probe)
+    result = last_json_line(child.stdout) if child.returncode == 0 else None
+    if result is None or not isinstance(result.get("sessions"), dict):
+        return None, failure_text(child, args.timeout)
+    return result, None
+
+
+def measure_latency(model_dir: Path, rows: list[Row], work: Path,
+                    args: argparse.Namespace) -> None:
+    """onnxruntime latency of the original and of every ok output, per graph optimization mode.
+
+    One child per mode holds every session and times them round-robin (LATENCY_RUNNER); when
+    that child dies (a crash of onnxruntime, a timeout) each session is timed again in a child
+    of its own, so that a crash costs one entry. Each mode gets half of --latency-budget.
+    """
+    data_dir = model_dir / "test_data_set_0"
+    sessions: list[tuple[Row, Path]] = []
+    for row in rows:
+        if row.tool == "(input)":
+            sessions.append((row, model_dir / "model.onnx"))
+        elif is_ok(row):
+            sessions.append((row, work / model_dir.name / row.tool / "model.onnx"))
+    if not sessions or not data_dir.is_dir():
+        return
+    budget_s = args.latency_budget / len(LATENCY_MODES)
+    for mode in LATENCY_MODES:
+        load_before = os.getloadavg()[0]
+        pairs = [(row.tool, path) for row, path in sessions]
+        result, died = latency_child(data_dir, mode, pairs, budget_s, args)
+        per_session: dict[str, tuple[dict | None, str | None]] = {}
+        if result is not None:
+            per_session = {label: (result, None) for label, _ in pairs}
+        else:  # again, one child per session
+            for label, path in pairs:
+                per_session[label] = latency_child(data_dir, mode, [(label, path)], budget_s, args)
+        load_after = os.getloadavg()[0]
+        for row, _ in sessions:
+            res, err = per_session[row.tool]
+            entry = {"median_ms": None, "times_ms": [], "warmup_ms": [], "create_ms": None,
+                     "error": None, "rounds": None, "stopped_early": None,
+                     "separate_child": result is None, "loadavg_1min": [load_before, load_after]}
+            if result is None:
+                entry["shared_child_error"] = died
+            if res is None:
+                entry["error"] = f"latency child: {err}"
+            else:
+                mine = res["sessions"].get(row.tool) or {"error": "no result for this session"}
+                entry.update(rounds=res.get("rounds"), stopped_early=res.get("stopped_early"),
+                             median_ms=mine.get("median_ms"), error=mine.get("error"),
+                             create_ms=mine.get("create_ms"),
+                             times_ms=[round(t, 4) for t in mine.get("times_ms", [])],
+                             warmup_ms=[round(t, 4) for t in mine.get("warmup_ms", [])])
+            row.latency[mode] = entry
+        for row, _ in sessions:
+            median = row.latency[mode]["median_ms"]
+            if mode == "off":
+                row.ort_ms_off = median
+            else:
+                row.ort_ms_on = median
 
 
 def input_row(model_dir: Path, args: argparse.Namespace) -> Row:
@@ -750,6 +925,10 @@ def notes(row: Row) -> str:
     if row.other_domains:
         parts.append("non-standard ops: " + ", ".join(
             f"{n} {d}" for d, n in row.other_domains.items()))
+    for mode in LATENCY_MODES:
+        err = (row.latency.get(mode) or {}).get("error")
+        if err:
+            parts.append(f"ORT latency {mode}: {err}")
     return "; ".join(parts).replace("|", "\\|")
 
 
@@ -757,10 +936,27 @@ def yes_no(value: bool | None) -> str:
     return {None: "-", True: "yes", False: "NO"}[value]
 
 
+def sig3(value: float | None) -> str:
+    """A latency in ms or a ratio with about three significant digits."""
+    if value is None:
+        return "-"
+    for limit, spec in ((1, ".3f"), (10, ".2f"), (100, ".1f")):
+        if value < limit:
+            return format(value, spec)
+    return format(value, ".0f")
+
+
+def estimate(row: Row) -> str:
+    if row.tool != "onnx-opt" or row.estimate_before is None or row.estimate_after is None:
+        return "-"
+    return f"{row.estimate_before:.0f} -> {row.estimate_after:.0f}"
+
+
 def markdown(rows: list[Row]) -> str:
     head = ("| model | tool | nodes | input-dependent nodes | size | wall ms | tool ms "
-            "| peak RSS MB | same bytes | valid ONNX | matches ORT | error |")
-    lines = [head, "|" + "---|" * 12]
+            "| peak RSS MB | same bytes | valid ONNX | matches ORT | ORT ms off | ORT ms on "
+            "| estimate | error |")
+    lines = [head, "|" + "---|" * 15]
     for r in rows:
         nodes = before_after(r, r.nodes_before, r.nodes_after)
         dependent = before_after(r, r.input_dep_before, r.input_dep_after)
@@ -768,7 +964,8 @@ def markdown(rows: list[Row]) -> str:
         lines.append(f"| {r.model} | {r.tool} | {nodes} | {dependent} | {size} "
                      f"| {fmt(r.wall_ms, '.0f')} | {fmt(r.tool_ms, '.0f')} "
                      f"| {fmt(r.peak_rss_mb, '.0f')} | {yes_no(r.deterministic)} "
-                     f"| {yes_no(r.checker_ok)} | {yes_no(r.matches)} | {notes(r)} |")
+                     f"| {yes_no(r.checker_ok)} | {yes_no(r.matches)} "
+                     f"| {sig3(r.ort_ms_off)} | {sig3(r.ort_ms_on)} | {estimate(r)} | {notes(r)} |")
     return "\n".join(lines)
 
 
@@ -807,6 +1004,115 @@ def summary(rows: list[Row], tools: list[str]) -> str:
     return "\n".join(lines)
 
 
+def geomean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def targets(rows: list[Row], tools: list[str], floor_mb: float) -> list[dict]:
+    """Per tool, over the models where it is ok: the figures the project's targets are judged on.
+
+    Best peer: on each model, the smallest value among the OTHER tools that are ok there. Node
+    ratios take a count of 0 as 1. `slower`: more than LATENCY_TOLERANCE above. Counts are
+    [how many, out of how many models compared].
+    """
+    by_model: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        by_model.setdefault(r.model, {})[r.tool] = r
+    out = []
+    for tool in tools:
+        mine = [r for r in rows if r.tool == tool and is_ok(r)]
+        t: dict = {"tool": tool, "models_ok": len(mine),
+                   "models": len([r for r in rows if r.tool == tool])}
+        ratios: dict[str, list[float]] = {}
+        counts: dict[str, list[int]] = {}
+
+        def add(key: str, ratio: float | None = None, worse: bool | None = None) -> None:
+            if ratio is not None:
+                ratios.setdefault(key, []).append(ratio)
+            if worse is not None:
+                c = counts.setdefault(key, [0, 0])
+                c[0] += int(worse)
+                c[1] += 1
+
+        rss, rss_net = [], []  # (ratio, model)
+        for r in mine:
+            models = by_model[r.model]
+            others = [o for name, o in models.items()
+                      if name not in ("(input)", tool) and is_ok(o)]
+            for key, attr in (("nodes", "nodes_after"), ("input_dep", "input_dep_after")):
+                theirs = [getattr(o, attr) for o in others if getattr(o, attr) is not None]
+                if theirs and getattr(r, attr) is not None:
+                    best = min(theirs)
+                    add(key, max(getattr(r, attr), 1) / max(best, 1), getattr(r, attr) > best)
+            source = models.get("(input)")
+            for mode in LATENCY_MODES:
+                attr = f"ort_ms_{mode}"
+                value = getattr(r, attr)
+                if value is None:
+                    continue
+                base = getattr(source, attr) if source else None
+                if base:
+                    add(f"latency_{mode}_vs_input", value / base,
+                        value > base * (1 + LATENCY_TOLERANCE))
+                theirs = [getattr(o, attr) for o in others if getattr(o, attr) is not None]
+                if theirs:
+                    add(f"latency_{mode}_vs_best_peer", value / min(theirs),
+                        value > min(theirs) * (1 + LATENCY_TOLERANCE))
+            sim = models.get("onnxsim")
+            if sim is not None and is_ok(sim) and sim.tool_ms:
+                if r.tool_ms:
+                    add("onnxsim_tool_ms_over_tool_ms", sim.tool_ms / r.tool_ms)
+                optimize_ms = (r.egraph or {}).get("optimize_ms")
+                if tool == "onnx-opt" and optimize_ms:
+                    add("onnxsim_tool_ms_over_optimize_ms", sim.tool_ms / optimize_ms)
+            if r.peak_rss_mb is not None and r.size_before:
+                size_mb = r.size_before / 2**20  # peak_rss_mb is in MiB too
+                rss.append((r.peak_rss_mb / size_mb, r.model))
+                rss_net.append(((r.peak_rss_mb - floor_mb) / size_mb, r.model))
+        for key, values in sorted(ratios.items()):
+            t[f"{key}_geomean"] = geomean(values)
+        for key, (worse, of) in sorted(counts.items()):
+            t[f"{key}_worse"] = [worse, of]
+        if rss:
+            t["rss_over_size_max"], t["rss_over_size_worst_model"] = max(rss)
+            t["rss_net_over_size_max"], t["rss_net_over_size_worst_model"] = max(rss_net)
+        out.append(t)
+    return out
+
+
+def targets_table(data: list[dict]) -> str:
+    def g(t: dict, key: str) -> str:
+        return fmt(t.get(f"{key}_geomean"), ".3f")
+
+    def c(t: dict, key: str) -> str:
+        worse = t.get(f"{key}_worse")
+        return "-" if worse is None else f"{worse[0]}/{worse[1]}"
+
+    lines = ["| tool | models ok | nodes / best peer | input-dep / best peer "
+             "| more nodes than best peer | more input-dep than best peer "
+             "| ORT off / input | ORT on / input | slower than input off | slower than input on "
+             "| slower than best peer off | slower than best peer on "
+             "| onnxsim tool ms / tool ms | onnxsim tool ms / optimize_ms "
+             "| max RSS / size | max (RSS - floor) / size | worst model |",
+             "|" + "---|" * 17]
+    for t in data:
+        worst = t.get("rss_over_size_worst_model") or "-"
+        net_worst = t.get("rss_net_over_size_worst_model")
+        if net_worst and net_worst != worst:
+            worst = f"{worst} / {net_worst}"
+        lines.append(
+            f"| {t['tool']} | {t['models_ok']}/{t['models']} | {g(t, 'nodes')} "
+            f"| {g(t, 'input_dep')} | {c(t, 'nodes')} | {c(t, 'input_dep')} "
+            f"| {g(t, 'latency_off_vs_input')} | {g(t, 'latency_on_vs_input')} "
+            f"| {c(t, 'latency_off_vs_input')} | {c(t, 'latency_on_vs_input')} "
+            f"| {c(t, 'latency_off_vs_best_peer')} | {c(t, 'latency_on_vs_best_peer')} "
+            f"| {g(t, 'onnxsim_tool_ms_over_tool_ms')} "
+            f"| {g(t, 'onnxsim_tool_ms_over_optimize_ms')} "
+            f"| {sig3(t.get('rss_over_size_max'))} "
+            f"| {sig3(t.get('rss_net_over_size_max'))} | {worst} |")
+    return "\n".join(lines)
+
+
 def versions(python: str) -> dict:
     code = ("import importlib.metadata as m, json, sys\n"
             "v = {}\n"
@@ -839,12 +1145,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--rss-probe", choices=("auto", "gnu-time", "python"), default="auto",
                         help="launcher that measures peak RSS (default: GNU time if installed)")
+    parser.add_argument("--latency-runs", type=int, default=20, metavar="N",
+                        help="timed onnxruntime runs per session and mode (default: %(default)s)")
+    parser.add_argument("--latency-budget", type=float, default=30.0, metavar="S",
+                        help="seconds of timed runs per model, both modes together; the "
+                             f"round-robin stops early past it, after at least "
+                             f"{LATENCY_MIN_ROUNDS} rounds (default: %(default)s)")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="do not measure the onnxruntime latency")
     parser.add_argument("--json", type=Path, default=None, help="write all results here")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the optimized models in this directory")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.latency_runs < 1:
+        parser.error("--latency-runs must be at least 1")
+    if args.latency_budget <= 0:
+        parser.error("--latency-budget must be positive")
     return args
 
 
@@ -890,8 +1208,10 @@ def main(argv: list[str]) -> int:
     tools = [t for t in tools if t not in skipped]
     env = versions(args.python)
     print(f"tools: {', '.join(tools) or 'none'}; {len(model_dirs)} models; {args.repeat} runs "
-          f"each; peak RSS via {args.rss_probe} (floor {floor_mb:.1f} MB); "
-          f"versions: {json.dumps(env)}", file=sys.stderr)
+          f"each; peak RSS via {args.rss_probe} (floor {floor_mb:.1f} MB); latency: "
+          + ("off" if args.no_latency else
+             f"{args.latency_runs} runs, budget {args.latency_budget:g} s per model")
+          + f"; versions: {json.dumps(env)}", file=sys.stderr)
 
     rows: list[Row] = []
     work_ctx = (tempfile.TemporaryDirectory(prefix="compare-peers-") if args.keep is None
@@ -901,8 +1221,11 @@ def main(argv: list[str]) -> int:
     try:
         for model_dir in model_dirs:
             started = time.perf_counter()
-            rows.append(input_row(model_dir, args))
-            rows.extend(measure_model(model_dir, tools, args, work))
+            model_rows = [input_row(model_dir, args)]
+            model_rows += measure_model(model_dir, tools, args, work)
+            if not args.no_latency:
+                measure_latency(model_dir, model_rows, work, args)
+            rows.extend(model_rows)
             print(f"  {model_dir.name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     finally:
         if work_ctx:
@@ -911,6 +1234,25 @@ def main(argv: list[str]) -> int:
     print(markdown(rows))
     print()
     print(summary(rows, tools))
+    target_figures = targets(rows, tools, floor_mb)
+    if tools:
+        print()
+        print("targets, per tool over the models where it is ok (ran, onnx loads the output, "
+              "onnxruntime matches the original). x / best peer: geometric mean over those "
+              "models of the tool's count over the smallest count among the other tools ok on "
+              "the model (a count of 0 taken as 1); more ... than best peer: on how many of the "
+              "models compared it has more. ORT off/on / input: geometric mean of the median "
+              "onnxruntime latency of the output over the original's (graph optimizations off: "
+              "ORT_DISABLE_ALL, on: ORT_ENABLE_ALL; 1 thread); slower than input / best peer: "
+              f"models where it is more than {LATENCY_TOLERANCE:.0%} above the original's / "
+              "the fastest other tool's output. onnxsim tool ms / tool ms: geometric mean over "
+              "the models where onnxsim is ok too; onnxsim tool ms / optimize_ms: the same over "
+              "onnx-opt's --report optimize_ms (optimization alone: no load, check or save). "
+              "Max RSS / size: max over the models of peak RSS over the model's bytes (file "
+              f"plus external data); RSS - floor subtracts the launcher's {floor_mb:.1f} MB; "
+              "worst model: of the first (/ of the second when it differs). k/n: k of n models.")
+        print()
+        print(targets_table(target_figures))
     if "onnx-opt" in tools:
         print()
         print("onnx-opt e-graph, main graph, from --report (median over the runs; "
@@ -930,12 +1272,20 @@ def main(argv: list[str]) -> int:
             "settings": {"models": str(args.models), "repeat": args.repeat, "rtol": args.rtol,
                          "atol": args.atol, "timeout_s": args.timeout,
                          "onnx_opt": str(args.onnx_opt), "python": args.python,
-                         "rss_probe": args.rss_probe, "rss_floor_mb": floor_mb},
+                         "rss_probe": args.rss_probe, "rss_floor_mb": floor_mb,
+                         "latency": None if args.no_latency else {
+                             "runs": args.latency_runs, "budget_s": args.latency_budget,
+                             "budget_s_per_mode": args.latency_budget / len(LATENCY_MODES),
+                             "warmup": LATENCY_WARMUP, "min_rounds": LATENCY_MIN_ROUNDS,
+                             "threads": 1, "modes": {"off": "ORT_DISABLE_ALL",
+                                                     "on": "ORT_ENABLE_ALL"},
+                             "slower_tolerance": LATENCY_TOLERANCE}},
             "environment": {"versions": env, "machine": platform.machine(),
                             "cpus": os.cpu_count(), "platform": platform.platform()},
             "skipped": skipped,
             "baselines": baselines,
             "results": [asdict(r) for r in rows],
+            "targets": target_figures,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
