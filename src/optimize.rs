@@ -182,6 +182,10 @@ pub fn render_table(o: &Outcome) -> String {
         "{:<28} {:>10} {:>10}\n",
         "model size (bytes)", o.size_before, o.size_after
     ));
+    s.push_str(&format!(
+        "{:<28} {:>10.0} {:>10.0}\n",
+        "estimate (cost model, us)", o.report.estimate_before, o.report.estimate_after
+    ));
     s.push_str(&format!("pipeline: {}\n", o.report.pipeline));
     if o.report.inlined_calls > 0 {
         s.push_str(&format!(

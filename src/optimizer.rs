@@ -86,6 +86,11 @@ pub struct Report {
     pub inlined_functions: usize,
     /// Milliseconds spent optimizing (check excluded).
     pub optimize_ms: f64,
+    /// The cost model's latency estimate of the main graph's operators before and after, in
+    /// its microseconds (shapes the analysis knows; unknown dims count as 1).
+    pub estimate_before: f64,
+    /// The same estimate for the optimized main graph.
+    pub estimate_after: f64,
     /// Milliseconds spent checking.
     pub check_ms: f64,
     /// The e-graph's report: phases, firings per rule, refusals, folding.
@@ -311,6 +316,8 @@ impl Optimizer {
                 inlined_calls: inlined.calls,
                 inlined_functions: inlined.functions,
                 optimize_ms,
+                estimate_before: egraph.main.estimate_before,
+                estimate_after: egraph.main.estimate_after,
                 check_ms,
                 egraph,
             },

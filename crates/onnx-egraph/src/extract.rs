@@ -57,16 +57,7 @@ impl CostModel for Latency {
         match node.kind {
             NodeKind::Op(_) if egraph[class].data.constant.is_some() => f64::INFINITY,
             NodeKind::Op(_) if egraph[class].data.input_free => INPUT_FREE_OP,
-            NodeKind::Op(op) => {
-                let out = crate::cost::elements(egraph, class);
-                let ins: f64 = node
-                    .children
-                    .iter()
-                    .map(|&c| crate::cost::elements(egraph, c))
-                    .sum();
-                let info = egraph.analysis.ops.get(op);
-                crate::cost::op_cost(&info.op_type, out, ins)
-            }
+            NodeKind::Op(_) => crate::cost::node_estimate(egraph, class, node),
             NodeKind::Const(c) => 1e-3 + egraph.analysis.consts.get(c).bytes as f64 / 1e4,
             _ => 0.0,
         }

@@ -50,6 +50,10 @@ pub struct GraphReport {
     /// Folds the kernels refused (op, message); the nodes stay.
     pub fold_failures: Vec<(String, String)>,
     pub extraction_cost: f64,
+    /// The cost model's latency estimate of the graph's operators as given (every node, folded
+    /// ones too) and as extracted ([`crate::cost::estimate`], constants not counted).
+    pub estimate_before: f64,
+    pub estimate_after: f64,
     pub lift_seconds: f64,
     pub saturate_seconds: f64,
     pub extract_seconds: f64,
@@ -245,6 +249,13 @@ fn optimize_graph(
     let t0 = Instant::now();
     let mut lifted = lift_graph_in_scope(source, opsets, options.fold.clone(), scope.outer_types)?;
     let lift_seconds = t0.elapsed().as_secs_f64();
+    let estimate_before = crate::cost::estimate(
+        &lifted.egraph,
+        lifted
+            .origins
+            .iter()
+            .filter_map(|o| Some((lifted.egraph.lookup(o.enode.clone())?, &o.enode))),
+    );
     let t1 = Instant::now();
     let egraph = std::mem::take(&mut lifted.egraph);
     let (egraph, phases) = saturate(egraph, &options.phases, &lifted.uses)?;
@@ -307,6 +318,11 @@ fn optimize_graph(
         folds_over_budget: a.over_budget,
         fold_failures: a.fold_failures.clone(),
         extraction_cost: sel.cost,
+        estimate_before,
+        estimate_after: crate::cost::estimate(
+            &lifted.egraph,
+            sel.choice.iter().map(|(c, n)| (*c, n)),
+        ),
         lift_seconds,
         saturate_seconds,
         extract_seconds,

@@ -161,6 +161,12 @@ pub const BUILTINS: &[FuncSig] = &[
         Dim,
         "dim i of v (negative: from the end)",
     ),
+    sig(
+        "disjoint",
+        &[List, List],
+        Bool,
+        "l and m have no element in common",
+    ),
     sig("dtype", &[Value], DType, "element type of v"),
     sig("inverse_perm", &[List], List, "the inverse permutation"),
     sig(
@@ -182,6 +188,12 @@ pub const BUILTINS: &[FuncSig] = &[
         &[Value],
         Bool,
         "v depends on no graph input (a constant, or a constant subgraph left unfolded)",
+    ),
+    sig(
+        "keeps_layout",
+        &[List, Value],
+        Bool,
+        "Transpose(x, perm: p) keeps x's elements in memory order (it moves only dims of size 1)",
     ),
     sig("len", &[List], Int, "length of a list"),
     sig(

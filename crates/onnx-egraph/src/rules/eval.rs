@@ -434,6 +434,33 @@ impl Evaluator<'_> {
                 }
                 Some(Val::List(inv.into_iter().map(Val::Int).collect()))
             }
+            ("disjoint", [l, m]) => {
+                let (l, m) = (self.list(l.clone())?, self.list(m.clone())?);
+                b(!l.iter().any(|x| {
+                    let x = self.scalar_of(x.clone());
+                    m.iter().any(|y| vals_equal(&x, &self.scalar_of(y.clone())))
+                }))
+            }
+            ("keeps_layout", [p, x]) => {
+                let p = ints(p)?;
+                let s = ctx.shape(Self::class(x)?)?;
+                if p.len() != s.len() {
+                    return None;
+                }
+                // The dims not known to be 1, in the order the permutation lists them, must
+                // keep their relative order.
+                let mut last = -1i64;
+                for &i in &p {
+                    let d = s.get(usize::try_from(i).ok()?)?;
+                    if *d != SymDim::Known(1) {
+                        if i < last {
+                            return b(false);
+                        }
+                        last = i;
+                    }
+                }
+                b(true)
+            }
             ("is_identity", [p]) => {
                 let p = ints(p)?;
                 b(p.iter().enumerate().all(|(i, &x)| x == i as i64))
