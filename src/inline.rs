@@ -168,7 +168,7 @@ fn check_function(f: &FunctionProto, model_imports: &[OperatorSetIdProto]) -> Re
     Ok(())
 }
 
-fn collect_names(g: &GraphProto, out: &mut BTreeSet<String>) {
+pub(crate) fn collect_names(g: &GraphProto, out: &mut BTreeSet<String>) {
     for v in g.input.iter().chain(&g.output).chain(&g.value_info) {
         out.insert(v.name.clone().unwrap_or_default());
     }

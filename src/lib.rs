@@ -46,6 +46,7 @@
 use std::path::{Path, PathBuf};
 
 pub mod fuzz;
+pub mod if_const;
 pub mod info;
 pub mod inline;
 mod model;

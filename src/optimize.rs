@@ -193,6 +193,12 @@ pub fn render_table(o: &Outcome) -> String {
             o.report.inlined_calls, o.report.inlined_functions
         ));
     }
+    if o.report.spliced_ifs > 0 {
+        s.push_str(&format!(
+            "if: {} If node(s) with a constant condition replaced by the branch taken\n",
+            o.report.spliced_ifs
+        ));
+    }
     s.push_str(&format!(
         "time: {:.0} ms (load {:.0}, optimize {:.0}, check {:.0}, save {:.0})\n",
         o.time_ms, o.load_ms, o.report.optimize_ms, o.report.check_ms, o.save_ms

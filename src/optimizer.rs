@@ -84,6 +84,8 @@ pub struct Report {
     pub inlined_calls: usize,
     /// Model-local functions removed after inlining (no call left).
     pub inlined_functions: usize,
+    /// If nodes with a constant condition replaced by the branch they take.
+    pub spliced_ifs: usize,
     /// Milliseconds spent optimizing (check excluded).
     pub optimize_ms: f64,
     /// The cost model's latency estimate of the main graph's operators before and after, in
@@ -287,7 +289,27 @@ impl Optimizer {
         };
         let before = ModelInfo::of(&original);
         let t1 = std::time::Instant::now();
-        let (optimized, egraph) = self.run_phases(model, &phases, None, &origin)?;
+        let (mut optimized, mut egraph) = self.run_phases(model, &phases, None, &origin)?;
+        // An If whose condition folded to a constant: its branch is spliced in and the model
+        // optimized again (at most a few rounds; each removes at least one If).
+        let mut spliced_ifs = 0;
+        if !self.pipeline.phases.is_empty() {
+            for _ in 0..4 {
+                let mut p = optimized.to_proto();
+                let n = crate::if_const::splice_constant_ifs(&mut p);
+                if n == 0 {
+                    break;
+                }
+                spliced_ifs += n;
+                let m = Model::from_proto(p).map_err(|source| Error::Ir {
+                    path: origin.clone().into(),
+                    source,
+                })?;
+                let (o, again) = self.run_phases(&m, &phases, None, &origin)?;
+                optimized = o;
+                egraph = merge_runs(egraph, again);
+            }
+        }
         let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
         let proto = optimized.to_proto();
         let t2 = std::time::Instant::now();
@@ -315,6 +337,7 @@ impl Optimizer {
                 check_trials: self.check,
                 inlined_calls: inlined.calls,
                 inlined_functions: inlined.functions,
+                spliced_ifs,
                 optimize_ms,
                 estimate_before: egraph.main.estimate_before,
                 estimate_after: egraph.main.estimate_after,
@@ -436,4 +459,26 @@ fn restrict(p: &Phase, keep: Option<&BTreeSet<String>>) -> Phase {
     q.match_limit = p.match_limit;
     q.target_opset = p.target_opset;
     q
+}
+
+/// The report of two optimizations of one model, the second on the first's result: the input's
+/// figures come from the first, the phases of both in order, everything else from the second.
+fn merge_runs(first: OptimizeReport, second: OptimizeReport) -> OptimizeReport {
+    let mut out = second;
+    let mut phases = first.main.phases;
+    phases.append(&mut out.main.phases);
+    out.main.phases = phases;
+    out.main.nodes_before = first.main.nodes_before;
+    out.main.estimate_before = first.main.estimate_before;
+    out.main.lift_seconds += first.main.lift_seconds;
+    out.main.saturate_seconds += first.main.saturate_seconds;
+    out.main.extract_seconds += first.main.extract_seconds;
+    out.subgraphs += first.subgraphs;
+    for (rule, n) in first.subgraph_firings {
+        *out.subgraph_firings.entry(rule).or_default() += n;
+    }
+    let mut refusals = first.subgraph_refusals;
+    refusals.append(&mut out.subgraph_refusals);
+    out.subgraph_refusals = refusals;
+    out
 }

@@ -340,6 +340,84 @@ g (double[2,3] x) => (float16[2,3] y) {
             2,
         ),
         (
+            "A per-column Mul after a MatMul whose result has another consumer (folding the scale \
+             into the weights would compute the product twice with two weight copies)",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,4] a) => (float[2,3] y1, float[2,3] y2) {
+  w = Constant <value = float[4,3] {0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8, -0.9, 1.0, 1.1, 1.2}> ()
+  k = Constant <value = float[3] {2.0, -0.5, 0.25}> ()
+  m = MatMul(a, w)
+  y1 = Mul(m, k)
+  y2 = Relu(m)
+}"#,
+            "MatMul",
+            1,
+        ),
+        (
+            "Gemm times Mul when the Gemm has another consumer",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,4] a) => (float[2,3] y1, float[2,3] y2) {
+  w = Constant <value = float[4,3] {0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8, -0.9, 1.0, 1.1, 1.2}> ()
+  c = Constant <value = float[3] {0.5, 0.25, -1.0}> ()
+  k = Constant <value = float {2.0}> ()
+  m = Gemm(a, w, c)
+  y1 = Mul(m, k)
+  y2 = Relu(m)
+}"#,
+            "Gemm",
+            1,
+        ),
+        (
+            "MatMul then Transpose then BatchNormalization (the channel is not the MatMul's column)",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3,4] x) => (float[2,4,3] y) {
+  w = Constant <value = float[4,4] {0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8, -0.9, 1.0, 1.1, 1.2, 0.3, -0.1, 0.2, 0.9}> ()
+  m = MatMul(x, w)
+  t = Transpose <perm = [0, 2, 1]> (m)
+  s = Constant <value = float[4] {2.0, -0.5, 0.25, 1.5}> ()
+  b = Constant <value = float[4] {0.1, 0.2, -0.3, 0.4}> ()
+  mu = Constant <value = float[4] {0.5, -0.5, 0.0, 1.0}> ()
+  v = Constant <value = float[4] {1.0, 2.0, 0.5, 4.0}> ()
+  y = BatchNormalization(t, s, b, mu, v)
+}"#,
+            "BatchNormalization",
+            1,
+        ),
+        (
+            "A Reshape chain whose inner Reshape has allowzero 1 and whose outer target has a 0 \
+             (it copies the inner result's dim 0, 3, not x's, 2): one Reshape to [3, 2] is right",
+            r#"<ir_version: 8, opset_import: ["" : 14]>
+g (float[2,3] x) => (float[3,2] y) {
+  s1 = Constant <value = int64[2] {3, 2}> ()
+  a = Reshape <allowzero = 1> (x, s1)
+  s2 = Constant <value = int64[2] {0, -1}> ()
+  y = Reshape(a, s2)
+}"#,
+            "Reshape",
+            1,
+        ),
+        (
+            "A seeded RandomUniform is not folded into a constant",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3] x) => (float[2,3] y) {
+  r = RandomUniform <shape = [2, 3], seed = 1.0> ()
+  y = Add(r, x)
+}"#,
+            "RandomUniform",
+            1,
+        ),
+        (
+            "A RandomNormalLike of a constant is not folded into a constant",
+            r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,3] x) => (float[2,3] y) {
+  c = Constant <value = float[2,3] {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}> ()
+  r = RandomNormalLike(c)
+  y = Add(r, x)
+}"#,
+            "RandomNormalLike",
+            1,
+        ),
+        (
             "A Div by a constant whose reciprocal overflows",
             r#"<ir_version: 8, opset_import: ["" : 13]>
 g (float[2,3] x) => (float[2,3] y) {
