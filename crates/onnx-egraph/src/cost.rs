@@ -50,6 +50,10 @@ pub fn op_cost(op_type: &str, out: f64, ins: &[f64]) -> f64 {
         "Identity" | "Reshape" | "Squeeze" | "Unsqueeze" | "Flatten" | "Shape" | "Size"
         | "Gather" | "GatherElements" | "GatherND" | "Slice" | "Transpose" | "Concat" | "Split"
         | "Expand" => 0.0,
+        // Division and square roots take several multiplies' time; transcendental functions
+        // more (so `x / c` is never preferred to the `x * (1/c)` it equals).
+        "Div" | "Sqrt" | "Reciprocal" => 4.0,
+        "Pow" | "Exp" | "Log" | "Erf" | "Tanh" | "Sigmoid" | "Softplus" | "Sin" | "Cos" => 8.0,
         _ => 1.0,
     };
     let overhead = match op_type {
