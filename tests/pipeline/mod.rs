@@ -23,13 +23,58 @@ fn dev_models(shared: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn optimized_dev_models_compute_the_same() {
     let shared = onnx_testdata::require_shared!();
-    let mut failures = Vec::new();
-    let mut summary = String::new();
     let dims: BTreeMap<String, i64> =
         [("batch".to_string(), 1), ("sequence".to_string(), 16)].into();
-    for path in dev_models(&shared) {
+    let (summary, failures) = optimize_and_compare(&dev_models(&shared), &dims);
+    assert!(failures.is_empty(), "{failures:#?}");
+    // Exact figures per model (nodes, ops after, rules fired): a change to any rule or to
+    // extraction shows up here as a reviewed diff.
+    insta::assert_snapshot!("dev_models", summary);
+}
+
+/// The models of `tests/models/zoo` (architectures and exports the development models lack:
+/// ViT, ConvNeXt, GPT-2, T5, torch's exporter at opsets 17, 18 and 23, QDQ and dynamic int8,
+/// float16), held to the same checks as the development models.
+#[test]
+fn optimized_zoo_models_compute_the_same() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/zoo");
+    let mut paths: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("model.onnx"))
+        .filter(|p| p.is_file())
+        .collect();
+    paths.sort();
+    assert!(
+        paths.len() >= 9,
+        "zoo models missing under {}",
+        root.display()
+    );
+    let dims: BTreeMap<String, i64> = [
+        ("batch", 2),
+        ("seq", 8),
+        ("encoder_sequence", 8),
+        ("decoder_sequence", 6),
+    ]
+    .map(|(k, v)| (k.to_string(), v))
+    .into();
+    let (summary, failures) = optimize_and_compare(&paths, &dims);
+    assert!(failures.is_empty(), "{failures:#?}");
+    insta::assert_snapshot!("zoo_models", summary);
+}
+
+/// Optimizes each model (default folding, and folding without budget) and checks the result:
+/// no refused union, no growth (within the budget), the stored test data reproduced, and equal
+/// outputs on random inputs. Returns the summary of the budgeted runs and the failures.
+fn optimize_and_compare(
+    paths: &[std::path::PathBuf],
+    dims: &BTreeMap<String, i64>,
+) -> (String, Vec<String>) {
+    let mut failures = Vec::new();
+    let mut summary = String::new();
+    for path in paths {
         for unbounded in [false, true] {
-            let loaded = load_ir(&path).unwrap();
+            let loaded = load_ir(path).unwrap();
             let options = onnx_egraph::OptimizeOptions {
                 fold: onnx_egraph::FoldOptions {
                     enabled: true,
@@ -46,7 +91,7 @@ fn optimized_dev_models_compute_the_same() {
                 }
             };
             if !unbounded {
-                summary.push_str(&summarize(&path, &report, &optimized));
+                summary.push_str(&summarize(path, &report, &optimized));
             }
             let refusals: Vec<_> = report
                 .main
@@ -70,13 +115,13 @@ fn optimized_dev_models_compute_the_same() {
                     path.display()
                 ));
             }
-            if let Some(e) = reproduces_test_data(&path, &proto) {
+            if let Some(e) = reproduces_test_data(path, &proto) {
                 failures.push(format!(
                     "{} (unbounded {unbounded}): test data: {e}",
                     path.display()
                 ));
             }
-            match compare_models(&loaded.proto.model, &proto, 1, &dims, Tolerance::default()) {
+            match compare_models(&loaded.proto.model, &proto, 1, dims, Tolerance::default()) {
                 Ok(None) => {}
                 Ok(Some(m)) => {
                     failures.push(format!("{} (unbounded {unbounded}): {m:?}", path.display()))
@@ -87,10 +132,7 @@ fn optimized_dev_models_compute_the_same() {
             }
         }
     }
-    assert!(failures.is_empty(), "{failures:#?}");
-    // Exact figures per model (nodes, ops after, rules fired): a change to any rule or to
-    // extraction shows up here as a reviewed diff.
-    insta::assert_snapshot!("dev_models", summary);
+    (summary, failures)
 }
 
 /// One model's figures: nodes before and after, the op histogram after, firings per rule.
