@@ -25,14 +25,18 @@ pub fn elements(egraph: &OnnxEGraph, class: Id) -> f64 {
     }
 }
 
-/// Cost of one op producing `out` elements from inputs of `ins` elements each (microseconds,
-/// roughly: 1 GB/s of traffic and 1 GFLOP/s, plus a fixed launch overhead per node).
+/// Cost of one op producing `out` elements from inputs of `ins` elements each, in
+/// microseconds: a roofline calibrated against onnxruntime on one CPU thread (about 20 GB/s of
+/// memory traffic, 200 GFLOP/s of arithmetic, and 1 us of overhead per node;
+/// `benches/compare_peers.py` prints the estimate beside the measured latency). `macs` is the
+/// multiply-accumulate count of Conv, ConvTranspose, MatMul and Gemm (see [`node_estimate`]);
+/// other ops do a few operations per output element.
 ///
 /// Traffic is what the op reads and writes: every input whole for most ops, but only the
 /// output's worth of the data for the gathers and slices (a Gather from an embedding table
 /// reads the rows it takes), and nothing but the shape for Shape and Size. The view-like ops
 /// (Reshape and its family, Identity) cost half an overhead and no arithmetic.
-pub fn op_cost(op_type: &str, out: f64, ins: &[f64]) -> f64 {
+pub fn op_cost(op_type: &str, out: f64, ins: &[f64], macs: Option<f64>) -> f64 {
     let total: f64 = ins.iter().sum();
     let read = match op_type {
         "Shape" | "Size" => 0.0,
@@ -44,9 +48,8 @@ pub fn op_cost(op_type: &str, out: f64, ins: &[f64]) -> f64 {
         "Shape" | "Size" => 0.0,
         _ => out,
     };
-    let traffic = (written + read) * 4.0 / 1e3;
+    let traffic = (written + read) * 4.0 / 2e4;
     let flops_per_out = match op_type {
-        "Conv" | "ConvTranspose" | "MatMul" | "Gemm" => (total / out.max(1.0)).max(1.0) * 2.0,
         "Identity" | "Reshape" | "Squeeze" | "Unsqueeze" | "Flatten" | "Shape" | "Size"
         | "Gather" | "GatherElements" | "GatherND" | "Slice" | "Transpose" | "Concat" | "Split"
         | "Expand" => 0.0,
@@ -56,11 +59,33 @@ pub fn op_cost(op_type: &str, out: f64, ins: &[f64]) -> f64 {
         "Pow" | "Exp" | "Log" | "Erf" | "Tanh" | "Sigmoid" | "Softplus" | "Sin" | "Cos" => 8.0,
         _ => 1.0,
     };
+    let flops = match macs {
+        Some(m) => 2.0 * m,
+        None => out * flops_per_out,
+    };
     let overhead = match op_type {
         "Identity" | "Reshape" | "Squeeze" | "Unsqueeze" | "Flatten" => 0.5,
         _ => 1.0,
     };
-    overhead + traffic + out * flops_per_out / 1e3
+    overhead + traffic + flops / 2e5
+}
+
+/// The dims of a class's tensor type (unknown dims count as 1), when its rank is known.
+fn dims(egraph: &OnnxEGraph, class: Id) -> Option<Vec<f64>> {
+    match &egraph[class].data.ty.as_ref()?.value {
+        Some(type_proto::Value::TensorType(t)) => Some(
+            t.shape
+                .as_ref()?
+                .dim
+                .iter()
+                .map(|d| match d.value {
+                    Some(Dim::DimValue(v)) if v > 0 => v as f64,
+                    _ => 1.0,
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 /// The estimate of one operator e-node in `class`, as [`op_cost`] prices it. A node with
@@ -69,24 +94,45 @@ pub fn node_estimate(egraph: &OnnxEGraph, class: Id, node: &crate::lang::ONode) 
     let crate::lang::NodeKind::Op(op) = node.kind else {
         return 0.0;
     };
-    // The inputs, in order; attribute leaves are children too, and carry no data.
-    let ins: Vec<f64> = node
-        .children
+    // The inputs, in order (attributes are children too, and carry no data).
+    let info = egraph.analysis.ops.get(op);
+    let inputs = crate::build::Roles::new(info, &node.children).inputs();
+    // An input read twice (`Mul(x, x)`) is moved once.
+    let ins: Vec<f64> = inputs
         .iter()
-        .filter(|&&c| {
-            !egraph[c]
-                .nodes
-                .iter()
-                .any(|n| matches!(n.kind, crate::lang::NodeKind::Attr(_)))
+        .enumerate()
+        .map(|(i, &c)| {
+            let c = egraph.find(c);
+            if inputs[..i].iter().any(|&d| egraph.find(d) == c) {
+                0.0
+            } else {
+                elements(egraph, c)
+            }
         })
-        .map(|&c| elements(egraph, c))
         .collect();
     let out = if egraph[class].data.ty.is_some() {
         elements(egraph, class)
     } else {
         ins.iter().sum()
     };
-    op_cost(&egraph.analysis.ops.get(op).op_type, out, &ins)
+    let op_type = &info.op_type;
+    // Multiply-accumulates: per output element, the reduced length (the weights per output
+    // channel for Conv, A's last dim for MatMul, K for Gemm); per input element, the weights
+    // per input channel for ConvTranspose.
+    let macs = match (op_type.as_str(), inputs) {
+        ("MatMul", [a, _]) => dims(egraph, *a)
+            .and_then(|d| d.last().copied())
+            .map(|k| out * k),
+        ("Gemm", [_, _, ..]) => Some(out * (ins[0] * ins[1] / out.max(1.0)).sqrt()),
+        ("Conv", [_, w, ..]) => {
+            dims(egraph, *w).and_then(|d| d.first().map(|&cout| out * ins[1] / cout.max(1.0)))
+        }
+        ("ConvTranspose", [_, w, ..]) => {
+            dims(egraph, *w).and_then(|d| d.first().map(|&cin| ins[0] * ins[1] / cin.max(1.0)))
+        }
+        _ => None,
+    };
+    op_cost(op_type, out, &ins, macs)
 }
 
 /// The cost model's latency estimate of running `nodes` (operator e-nodes with their classes):

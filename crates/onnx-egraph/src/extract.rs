@@ -58,7 +58,7 @@ impl CostModel for Latency {
             NodeKind::Op(_) if egraph[class].data.constant.is_some() => f64::INFINITY,
             NodeKind::Op(_) if egraph[class].data.input_free => INPUT_FREE_OP,
             NodeKind::Op(_) => crate::cost::node_estimate(egraph, class, node),
-            NodeKind::Const(c) => 1e-3 + egraph.analysis.consts.get(c).bytes as f64 / 1e4,
+            NodeKind::Const(c) => 1e-4 + egraph.analysis.consts.get(c).bytes as f64 / 5e4,
             _ => 0.0,
         }
     }
