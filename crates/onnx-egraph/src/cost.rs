@@ -53,9 +53,11 @@ pub fn op_cost(op_type: &str, out: f64, ins: &[f64], macs: Option<f64>) -> f64 {
         "Identity" | "Reshape" | "Squeeze" | "Unsqueeze" | "Flatten" | "Shape" | "Size"
         | "Gather" | "GatherElements" | "GatherND" | "Slice" | "Transpose" | "Concat" | "Split"
         | "Expand" => 0.0,
-        // Division and square roots take several multiplies' time; transcendental functions
-        // more (so `x / c` is never preferred to the `x * (1/c)` it equals).
-        "Div" | "Sqrt" | "Reciprocal" => 4.0,
+        // Square roots take several multiplies' time, transcendental functions more. Division
+        // costs a multiply (memory bound): `x / c` and the `x * (1/c)` it equals tie, and the
+        // tie keeps the input's form, which onnxruntime's own Gelu fusion recognizes (a
+        // costlier Div turned bert-tiny's `Div(x, sqrt 2)` into a Mul and lost ORT's BiasGelu).
+        "Sqrt" | "Reciprocal" => 4.0,
         "Pow" | "Exp" | "Log" | "Erf" | "Tanh" | "Sigmoid" | "Softplus" | "Sin" | "Cos" => 8.0,
         _ => 1.0,
     };
