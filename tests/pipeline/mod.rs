@@ -8,7 +8,12 @@ use onnx_opt::verify::{compare_models, Tolerance};
 
 /// The development models' `model.onnx` under `shared`, sorted.
 fn dev_models(shared: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(shared.join("models"))
+    models_under(&shared.join("models"))
+}
+
+/// Every `DIR/<name>/model.onnx`, sorted.
+fn models_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.path().join("model.onnx"))
@@ -38,13 +43,7 @@ fn optimized_dev_models_compute_the_same() {
 #[test]
 fn optimized_zoo_models_compute_the_same() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/zoo");
-    let mut paths: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("model.onnx"))
-        .filter(|p| p.is_file())
-        .collect();
-    paths.sort();
+    let paths = models_under(&root);
     assert!(
         paths.len() >= 9,
         "zoo models missing under {}",
