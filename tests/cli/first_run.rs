@@ -183,3 +183,32 @@ fn a_text_model_that_does_not_parse_is_one_line_naming_file_line_and_column() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn the_table_and_report_give_the_cost_estimate_and_the_spliced_ifs() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/pipelines/models/if_constant_condition.onnxtxt");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.onnx");
+    let report = dir.path().join("report.json");
+    let o = onnx_opt(&[&model, &"-o", &out, &"--report", &report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("if: 2 If node(s) with a constant condition replaced by the branch taken"),
+        "{text}"
+    );
+    assert!(text.contains("estimate (cost model, us)"), "{text}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["spliced_ifs"], 2);
+    let (before, after) = (
+        r["estimate_before"].as_f64().unwrap(),
+        r["estimate_after"].as_f64().unwrap(),
+    );
+    // The If nodes and the condition's shape arithmetic are gone: the estimate falls.
+    assert!(after > 0.0 && after < before, "{before} -> {after}");
+    // Without an If the line is not printed.
+    let o = onnx_opt(&[&example(), &"-o", &out]);
+    assert!(!stdout(&o).contains("if: "), "{}", stdout(&o));
+}
