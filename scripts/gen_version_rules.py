@@ -63,7 +63,7 @@ MEANING = {
     ("Min", 8): "broadcasts from 8",
     ("Mean", 8): "broadcasts from 8",
     # GridSample 20 renamed its modes (bilinear -> linear, bicubic -> cubic) and takes N-D input.
-    ("GridSample", 20): "renames its modes at 20",
+    ("GridSample", 20): "renames its modes at 20 (moves.rules)",
     # The pooling ops' output size with ceil_mode: from 22 a last window starting in the end
     # padding is dropped.
     ("AveragePool", 22): "ceil_mode drops a window starting in the padding from 22",
@@ -73,10 +73,23 @@ MEANING = {
     ("Attention", 25): "refuses head counts on 4-D inputs from 25",
     # PRelu 7 broadcasts the slope unidirectionally (numpy-style); 6 shared a size-1 slope
     # across channels.
-    ("PRelu", 7): "broadcasts its slope numpy-style from 7",
+    ("PRelu", 7): "broadcasts its slope numpy-style from 7 (moves.rules)",
     # DFT 20 moved `axis` to an input and changed its meaning for real input.
     ("DFT", 20): "moves axis to an input at 20",
 }
+
+# The pairs of MEANING written out by variadic_broadcast_steps (one step down per arity, to
+# this many inputs; a node with more is left to the rebinding).
+VARIADIC_BROADCAST = {("Sum", 8), ("Max", 8), ("Min", 8), ("Mean", 8)}
+MAX_VARIADIC_INPUTS = 4
+
+# The pooling pairs of MEANING across 22: generated for `ceil_mode` 0, where both versions
+# give the same windows (a node with `ceil_mode` 1 is left to the rebinding, which checks its
+# windows).
+CEIL_22 = {("AveragePool", 22), ("MaxPool", 22), ("LpPool", 22)}
+
+# The pairs of MEANING written out by axis_family_steps.
+AXIS_FAMILY = {("Softmax", 13), ("LogSoftmax", 13), ("Hardmax", 13)}
 
 # Ops the reference interpreter has no kernel for: their steps could not be proven.
 NO_KERNEL = {"MaxRoiPool"}
@@ -85,11 +98,13 @@ NO_KERNEL = {"MaxRoiPool"}
 # prover's instances, and the hints: ops whose random instances rarely run.
 NAMED = {
     "AveragePool": {"kernel_shape": "k"},
+    "MaxPool": {"kernel_shape": "k"},
     "LpPool": {"kernel_shape": "k"},
     "MaxUnpool": {"kernel_shape": "k"},
 }
 HINTS = {
     "AveragePool": ["rank(x) == 4 && k == [2, 2]"],
+    "MaxPool": ["rank(x) == 4 && k == [2, 2]"],
     "LpPool": ["rank(x) == 4 && k == [2, 2]"],
     "MaxUnpool": ["rank(x) == 4 && k == [2, 2]"],
     "Range": ["all_equal(start, 0) && all_equal(limit, 8)"],
@@ -113,12 +128,114 @@ RENAMED = {
     ("BatchNormalization", "var", "input_var"),
 }
 
-# Ops with logical parameters (rules/README.md): a pair that moves one is not generated here.
-LOGICAL = {
-    "Squeeze", "Unsqueeze", "Split", "Clip", "Pad", "Slice", "TopK", "Reshape", "Dropout",
-    "Upsample", "Resize", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+# Logical parameters (rules/README.md; crates/onnx-rules/src/params.rs is the table the rule
+# compiler reads, this mirrors it): per op and version, name -> ("attr", attribute) or
+# ("input", slot). A step names them on both sides, so the rule language moves a value between
+# an attribute and an input; they are left out when the two versions' inputs and attributes are
+# compared.
+REDUCTIONS = [
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+]
+
+
+def logical_params(op: str, v: int) -> dict[str, tuple[str, object]]:
+    def at(moved_at: int, name: str, slot: int) -> dict[str, tuple[str, object]]:
+        return {name: ("attr", name) if v < moved_at else ("input", slot)}
+
+    if op in ("Squeeze", "Unsqueeze", "ReduceSum"):
+        return at(13, "axes", 1)
+    if op in REDUCTIONS:
+        return at(18, "axes", 1)
+    if op == "Split":
+        return at(13, "split", 1) if v >= 2 else {}
+    if op == "Clip":
+        if v < 11:
+            return {"min": ("attr", "min"), "max": ("attr", "max")}
+        return {"min": ("input", 1), "max": ("input", 2)}
+    if op == "Pad":
+        if v < 2:
+            return {"pads": ("attr", "paddings"), "value": ("attr", "value")}
+        if v < 11:
+            return {"pads": ("attr", "pads"), "value": ("attr", "value")}
+        out = {"pads": ("input", 1), "value": ("input", 2)}
+        if v >= 18:
+            out["axes"] = ("input", 3)
+        return out
+    if op == "Slice":
+        if v < 10:
+            return {"starts": ("attr", "starts"), "ends": ("attr", "ends"), "axes": ("attr", "axes")}
+        return {"starts": ("input", 1), "ends": ("input", 2), "axes": ("input", 3), "steps": ("input", 4)}
+    if op == "TopK":
+        return at(10, "k", 1)
+    if op == "Reshape":
+        return at(5, "shape", 1)
+    if op == "Dropout":
+        if v < 12:
+            return {"ratio": ("attr", "ratio")}
+        return {"ratio": ("input", 1), "training_mode": ("input", 2)}
+    if op == "Upsample":
+        return {} if v < 7 else at(9, "scales", 1)
+    if op == "Resize":
+        if v < 11:
+            return {"scales": ("input", 1)}
+        return {"roi": ("input", 1), "scales": ("input", 2), "sizes": ("input", 3)}
+    return {}
+
+
+# Logical parameters one version has and the other does not: the value every element of a
+# given one must hold to mean the other version's behaviour (None: it must be absent).
+PARAM_ONLY_DEFAULT = {
+    ("Slice", "steps"): "1",
+    ("Dropout", "training_mode"): "0",
+    ("Pad", "axes"): None,
 }
+
+# Pairs left to hand-written rules (rules/version/moves.rules) although the generator could
+# read them: the absence of a logical parameter means something else on the two sides.
+BY_HAND = {
+    ("Clip", 11): "an absent min or max clips at the float limits before 11, not at all from 11 (moves.rules)",
+    ("Upsample", 9): "an empty scales input reads as absent from 9 (moves.rules)",
+}
+
+# Guards a generated step needs beyond types, by (op, from, to), over the step's variables (the
+# logical parameters are named as themselves): Split-18 without `split` takes `num_outputs`
+# (split_num_outputs_steps writes those), Split-13 without it splits evenly; Resize-11 needs
+# roi and scales given (resize_13_to_11_* in moves.rules write empty ones).
+EXTRA_GUARDS = {
+    ("Split", 13, 18): ["!is_absent(split)"],
+    ("Split", 18, 13): ["!is_absent(split)"],
+    ("Resize", 13, 11): ["!is_absent(roi)", "!is_absent(scales)"],
+}
+
+# Output counts a step is generated for, where not every count the schema allows is a use:
+# BatchNormalization has 5 outputs (before 14) or 3 (from 14) only when training, which the
+# steps do not convert.
+OUTPUT_COUNTS = {"BatchNormalization": [1]}
+
+# Nondeterministic ops whose steps hold in inference: Dropout with training off is an identity
+# (and an all-true mask).
+INFERENCE_ONLY = {"Dropout"}
+
+# Attributes a later version dropped whose old value other than the default is the later
+# behaviour: (op, attribute) -> the literal the earlier version must hold. Dropout before 7
+# trains unless is_test is 1.
+DROPPED_HELD = {("Dropout", "is_test"): "1"}
+
+# Ops with outputs of variadic arity: steps are generated for 1 to this many outputs (a node
+# with more is left to the rebinding in crates/onnx-egraph/src/convert.rs).
+MAX_VARIADIC_OUTPUTS = 16
+
+
+def strip(schema: dict, params: dict[str, tuple[str, object]]) -> dict:
+    """The schema without its logical parameters (the positional inputs of a rule)."""
+    slots = {loc for kind, loc in params.values() if kind == "input"}
+    attrs = {loc for kind, loc in params.values() if kind == "attr"}
+    out = dict(schema)
+    out["inputs"] = [p for i, p in enumerate(schema["inputs"]) if i not in slots]
+    out["attributes"] = [a for a in schema["attributes"] if a["name"] not in attrs]
+    return out
+
 
 KEYWORDS = {"rule", "let", "where", "hint", "extern", "true", "false", "inf", "nan", "root"}
 ELEM_TYPES = {
@@ -184,10 +301,36 @@ def same_inputs(op: str, a: dict, b: dict) -> None:
             raise Skip("its inputs change")
         if p["is_homogeneous"] != q["is_homogeneous"]:
             raise Skip("its inputs change")
-    if a["max_output"] > 1 or b["max_output"] > 1 or len(a["outputs"]) != 1 or len(b["outputs"]) != 1:
-        raise Skip("it has several outputs")
-    if a["outputs"][0]["name"] != b["outputs"][0]["name"]:
-        raise Skip("its output changes")
+
+
+def first_outputs(s: dict, n: int) -> list[dict] | None:
+    """The formal outputs of a node of schema `s` with `n` outputs (None: not allowed)."""
+    if n < max(1, s["min_output"]) or n > s["max_output"]:
+        return None
+    outs = s["outputs"]
+    res = []
+    for i in range(n):
+        if i < len(outs) and outs[i]["option"] != "Variadic":
+            res.append(outs[i])
+        elif outs and outs[min(i, len(outs) - 1)]["option"] == "Variadic":
+            res.append(outs[min(i, len(outs) - 1)])
+        else:
+            return None
+    return res
+
+
+def output_counts(a: dict, b: dict) -> list[int]:
+    """The output counts a node can have at both versions with the same outputs (names and
+    options): one step per count (a multi-output node is matched with its count)."""
+    top = min(a["max_output"], b["max_output"], MAX_VARIADIC_OUTPUTS)
+    counts = []
+    for n in range(1, top + 1):
+        fa, fb = first_outputs(a, n), first_outputs(b, n)
+        if fa is None or fb is None:
+            continue
+        if all(p["name"] == q["name"] and p["option"] == q["option"] for p, q in zip(fa, fb)):
+            counts.append(n)
+    return counts
 
 
 def attr_plan(op: str, a: dict, b: dict) -> tuple[list[str], list[tuple[str, str]], bool]:
@@ -199,7 +342,7 @@ def attr_plan(op: str, a: dict, b: dict) -> tuple[list[str], list[tuple[str, str
     for n in shared:
         x, y = aa[n], ba[n]
         if x["type"] != y["type"] or x["required"] != y["required"] or x["default"] != y["default"]:
-            raise Skip(f"its attribute `{n}` changes")
+            raise Skip(f"its attribute `{n}` changes" + (" (moves.rules)" if (op, n) == ("Concat", "axis") else ""))
     added: list[tuple[str, str]] = []
     for n in sorted(set(ba) - set(aa)):
         if ba[n]["required"]:
@@ -218,16 +361,17 @@ def attr_plan(op: str, a: dict, b: dict) -> tuple[list[str], list[tuple[str, str
     return shared, added, same
 
 
-def type_guards(frm: dict, to: dict, names: list[str | None], optional: list[bool]) -> list[str]:
+def type_guards(frm: dict, to: dict, names: list[str | None], optional: list[bool], n_out: int = 1) -> list[str]:
     """Guards that the values' element types are allowed by `to` where `frm` allows others, and
-    that values `to` ties to one type parameter have one type."""
+    that values `to` ties to one type parameter have one type. The outputs are the first
+    `n_out`; only a single output can be named in a guard (`root()`)."""
     guards: list[str] = []
-    # Positions: the inputs, then the output (root()).
+    outs_from, outs_to = first_outputs(frm, n_out), first_outputs(to, n_out)
+    # Positions: the inputs, then the outputs.
     slots = [(p["type_str"], q["type_str"]) for p, q in zip(frm["inputs"], to["inputs"])]
-    slots.append((frm["outputs"][0]["type_str"], to["outputs"][0]["type_str"]))
-    refs = list(names) + ["root()"]
-    opts = list(optional) + [False]
-    out = len(slots) - 1
+    slots += [(p["type_str"], q["type_str"]) for p, q in zip(outs_from, outs_to)]
+    refs = list(names) + (["root()"] if n_out == 1 else [None] * n_out)
+    opts = list(optional) + [False] * n_out
 
     def same_param(i: int, j: int) -> bool:
         # Slots i and j hold one type parameter in both versions: a guard on one covers both.
@@ -246,23 +390,36 @@ def type_guards(frm: dict, to: dict, names: list[str | None], optional: list[boo
             raise Skip("its differing types are not tensors")
         ref = refs[i]
         if ref is None:
-            # A variadic input: the output's guard covers it when they share the parameter.
-            if same_param(i, out):
+            # A variadic input or an output: a guard on a named value of the same type
+            # parameter covers it.
+            if any(same_param(i, j) and refs[j] is not None and not opts[j] for j in range(len(slots)) if j != i):
                 continue
-            raise Skip("a variadic input's types differ")
+            raise Skip("a variadic input's or an output's types differ")
         guarded.append(i)
         g = f"member(dtype({ref}), [{', '.join(elems)}])"
         if opts[i]:
             g = f"(is_absent({ref}) || {g})"
         guards.append(g)
+    def proxy(j: int) -> str | None:
+        # A value whose element type is slot j's: itself, or a named input of the same type
+        # parameter in `frm` (an output's type follows its inputs').
+        if refs[j] is not None and not opts[j]:
+            return refs[j]
+        for k in range(len(names)):
+            if refs[k] is not None and not opts[k] and slots[k][0] == slots[j][0] and is_param(frm, slots[j][0]):
+                return refs[k]
+        return None
+
     # Ties: two slots with one type parameter in `to` but not in `frm`.
     for i in range(len(slots)):
         for j in range(i + 1, len(slots)):
             (fi, ti), (fj, tj) = slots[i], slots[j]
             if ti == tj and is_param(to, ti) and not (fi == fj and is_param(frm, fi)):
-                if refs[i] is None or refs[j] is None or opts[i] or opts[j]:
+                a, b = proxy(i), proxy(j)
+                if a is None or b is None:
                     raise Skip("it ties a variadic or optional input's type")
-                guards.append(f"dtype({refs[i]}) == dtype({refs[j]})")
+                if a != b:
+                    guards.append(f"dtype({a}) == dtype({b})")
     return guards
 
 
@@ -282,13 +439,18 @@ def show_types(ts: set[str]) -> str:
     return ", ".join(tensor_elem(t) or t for t in sorted(ts, key=type_order))
 
 
-def step(op: str, frm: dict, to: dict, shared, added, same) -> str:
+def step(op: str, frm: dict, to: dict, shared, added, same, n_out: int = 1) -> str:
+    """One step from `frm` to `to` for a node with `n_out` outputs (several: the rule's root is
+    the node itself, `Op@a#n`, and its projections follow)."""
+    lpf = logical_params(op, frm["since_version"])
+    lpt = logical_params(op, to["since_version"])
+    sfrm, sto = strip(frm, lpf), strip(to, lpt)
     taken: set[str] = set()
     names: list[str | None] = []
     optional: list[bool] = []
     lhs_in: list[str] = []
     rhs_in: list[str] = []
-    for p, q in zip(frm["inputs"], to["inputs"]):
+    for p, q in zip(sfrm["inputs"], sto["inputs"]):
         v = var_name(p["name"], taken)
         if p["option"] == "Variadic":
             lhs_in.append(f"{v}..")
@@ -310,20 +472,57 @@ def step(op: str, frm: dict, to: dict, shared, added, same) -> str:
     # not have stops the step (it is not built), so a dropped attribute must be absent.
     lpairs: list[str] = []
     rpairs: list[str] = []
+    param_guards: list[str] = []
     for n, lit in added:
         # Up: written with the old behaviour; down: only where the node holds it.
         (rpairs if up else lpairs).append(f"{n}: {lit}")
+    fa = {x["name"] for x in sfrm["attributes"]}
+    ta = {x["name"] for x in sto["attributes"]}
+    for (o, n), lit in DROPPED_HELD.items():
+        if o != op:
+            continue
+        if n in fa and n in ta:
+            lpairs.append(f"{n}: {lit}")
+            rpairs.append(f"{n}: {lit}")
+        elif n in fa:
+            lpairs.append(f"{n}: {lit}")
+        elif n in ta:
+            rpairs.append(f"{n}: {lit}")
+    # Logical parameters: named on both sides (the language moves them); one only the source
+    # has must mean the target's behaviour.
+    for pname in sorted(set(lpf) | set(lpt)):
+        if pname not in lpf:
+            continue
+        v = var_name(pname, taken)
+        lpairs.append(f"{pname}: {v}")
+        if pname in lpt:
+            rpairs.append(f"{pname}: {v}")
+            if op in INFERENCE_ONLY and (op, pname) in PARAM_ONLY_DEFAULT:
+                default = PARAM_ONLY_DEFAULT[(op, pname)]
+                param_guards.append(f"(is_absent({v}) || all_equal({v}, {default}))")
+            continue
+        if (op, pname) not in PARAM_ONLY_DEFAULT:
+            raise Skip(f"its logical parameter `{pname}` has no value that is the other version's behaviour")
+        default = PARAM_ONLY_DEFAULT[(op, pname)]
+        if default is None:
+            param_guards.append(f"is_absent({v})")
+        else:
+            param_guards.append(f"(is_absent({v}) || all_equal({v}, {default}))")
     for n, v in NAMED.get(op, {}).items():
         lpairs.append(f"{n}: {v}")
         rpairs.append(f"{n}: {v}")
-    if frm["attributes"] or to["attributes"]:
+    if (op, max(frm["since_version"], to["since_version"])) in CEIL_22:
+        lpairs.append("ceil_mode: 0")
+        rpairs.append("ceil_mode: 0")
+    if sfrm["attributes"] or sto["attributes"]:
         lpairs.append("..rest")
         rpairs.append("..rest")
     la = f"<{', '.join(lpairs)}>" if lpairs else ""
     ra = f"<{', '.join(rpairs)}>" if rpairs else ""
-    guards = type_guards(frm, to, names, optional)
+    guards = type_guards(sfrm, sto, names, optional, n_out) + param_guards
+    guards += EXTRA_GUARDS.get((op, frm["since_version"], to["since_version"]), [])
     a, b = frm["since_version"], to["since_version"]
-    name = f"{snake(op)}_{a}_to_{b}"
+    name = f"{snake(op)}_{a}_to_{b}" + (f"_{n_out}_outputs" if n_out > 1 else "")
     notes = []
     widened = [
         show_types(allowed(to, q["type_str"]) - allowed(frm, p["type_str"]))
@@ -333,22 +532,150 @@ def step(op: str, frm: dict, to: dict, shared, added, same) -> str:
         notes.append(f"where the types are {op}-{b}'s")
     elif any(widened):
         notes.append(f"{op}-{b} allows more types")
-    fa = {x["name"] for x in frm["attributes"]}
-    ta = {x["name"] for x in to["attributes"]}
     if fa - ta:
         notes.append(f"{', '.join(sorted(fa - ta))} at {a}'s default")
     if ta - fa:
         held = dict(added)
         parts = [f"{n} {held[n]}" if n in held else f"{n} at its default" for n in sorted(ta - fa)]
         notes.append(", ".join(parts))
+    if (op, max(a, b)) in CEIL_22:
+        notes.append("ceil_mode 0: the same windows")
+    moved = [p for p in sorted(set(lpf) & set(lpt)) if lpf[p][0] != lpt[p][0]]
+    if moved:
+        notes.append(f"{', '.join(moved)} moved between an attribute and an input")
+    if n_out > 1:
+        notes.append(f"{n_out} outputs")
     ident = f"# {op}-{a} == {op}-{b}" + (f" ({'; '.join(notes)})" if notes else "")
     lines = [ident, f"rule {name} [version, step, exact]:"]
-    lines.append(f"  {op}@{a}{la}({', '.join(lhs_in)}) => {op}@{b}{ra}({', '.join(rhs_in)})")
+    head = f"#{n_out}" if n_out > 1 else ""
+    lines.append(f"  {op}@{a}{head}{la}({', '.join(lhs_in)}) => {op}@{b}{head}{ra}({', '.join(rhs_in)})")
     if guards:
         lines.append("  where " + " && ".join(guards))
     for h in HINTS.get(op, []):
         lines.append(f"  hint {h}")
     return "\n".join(lines)
+
+
+def variadic_broadcast_steps(op: str, frm: dict, to: dict) -> list[str]:
+    """Sum, Max, Min and Mean across 8: before, every input has the output's shape; from 8
+    they broadcast. Up always; down where the inputs' shapes are equal (one step per arity)."""
+    s = snake(op)
+    a, b = frm["since_version"], to["since_version"]
+    out = []
+    for n in range(1, MAX_VARIADIC_INPUTS + 1):
+        names = [f"x{i}" for i in range(n)]
+        for frm_v, to_v, f, t in ((a, b, frm, to), (b, a, to, frm)):
+            guards = [f"same_shape(x0, {v})" for v in names[1:]]
+            if allowed(t, "T") != allowed(f, "T"):
+                guards.append(f"member(dtype(x0), [{', '.join(tensor_elem(x) for x in sorted(allowed(t, 'T'), key=type_order))}])")
+            out.append("\n".join(
+                [f"# {op}-{frm_v} of {n} input(s) with one shape == {op}-{to_v}",
+                 f"rule {s}_{frm_v}_to_{to_v}_{n} [version, step, exact]:",
+                 f"  {op}@{frm_v}({', '.join(names)}) => {op}@{to_v}({', '.join(names)})"]
+                + (["  where " + " && ".join(guards)] if guards else [])
+            ))
+    return out
+
+
+# TensorProto.DataType codes of the types Cast-1 names by string.
+CAST1_TYPES = {
+    "FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6, "INT64": 7,
+    "BOOL": 9, "FLOAT16": 10, "DOUBLE": 11, "UINT32": 12, "UINT64": 13,
+}
+
+
+def cast_steps() -> list[str]:
+    """Cast 1 <-> 6: `to` names the type by string at 1 and by code from 6 (one step per type,
+    both ways; the type sets are the same)."""
+    out = []
+    for name, code in CAST1_TYPES.items():
+        low = name.lower()
+        out.append("\n".join([
+            f'# Cast-1 to "{name}" == Cast-6 to {code}',
+            f"rule cast_1_to_6_{low} [version, step, exact]:",
+            f'  Cast@1<to: "{name}">(x) => Cast@6<to: {code}>(x)',
+        ]))
+        out.append("\n".join([
+            f'# Cast-6 to {code} == Cast-1 to "{name}"',
+            f"rule cast_6_to_1_{low} [version, step, exact]:",
+            f'  Cast@6<to: {code}>(x) => Cast@1<to: "{name}">(x)',
+        ]))
+    return out
+
+
+def axis_family_steps(op: str) -> list[str]:
+    """Softmax, LogSoftmax and Hardmax across 13: before, the input is coerced to 2-D at
+    `axis` and normalized over each row; from 13, over `axis` alone. Over the last axis both
+    agree. Up in general: Flatten at the axis, normalize the rows, Reshape back. Down in
+    general: Transpose the axis last, normalize over it, Transpose back."""
+    s = snake(op)
+    perm = "concat(without(range(0, rank(x)), normalize_axes([a], rank(x))), normalize_axes([a], rank(x)))"
+    return [
+        "\n".join([
+            f"# {op}-11 over the last axis == {op}-13 over it",
+            f"rule {s}_11_to_13 [version, step, exact]:",
+            f"  {op}@11<axis: a>(x) => {op}@13<axis: a>(x)",
+            "  where rank(x) >= 1 && (a == -1 || a == rank(x) - 1)",
+            "  hint a == -1",
+        ]),
+        "\n".join([
+            f"# {op}-11 at axis a == {op}-13 over the rows of x flattened at a, reshaped back with",
+            "# allowzero (a Reshape without it would copy a dim of the rows where x has a 0 dim)",
+            f"rule {s}_11_to_14_flattened [version, step, exact]:",
+            f"  {op}@11<axis: a>(x) => Reshape@14<shape: s, allowzero: 1>({op}@13<axis: -1>(Flatten@13<axis: a>(x)))",
+            "  let s = Shape@13(x)",
+            "  where rank(x) >= 2 && a != -1 && a != rank(x) - 1",
+            "  hint rank(x) == 3 && a == 1",
+        ]),
+        "\n".join([
+            f"# {op}-11 at axis a == {op}-13 over the rows of x flattened at a, reshaped back, where x",
+            "# has no 0 dim (a target of 13 has no allowzero)",
+            f"rule {s}_11_to_13_flattened [version, step, exact]:",
+            f"  {op}@11<axis: a>(x) => Reshape@13<shape: s>({op}@13<axis: -1>(Flatten@13<axis: a>(x)))",
+            "  let s = Shape@13(x)",
+            "  where rank(x) >= 2 && a != -1 && a != rank(x) - 1 && numel(x) > 0",
+            "  hint rank(x) == 3 && a == 1",
+        ]),
+        "\n".join([
+            f"# {op}-13 over the last axis == {op}-11 over it",
+            f"rule {s}_13_to_11 [version, step, exact]:",
+            f"  {op}@13<axis: a>(x) => {op}@11<axis: a>(x)",
+            "  where rank(x) >= 1 && (a == -1 || a == rank(x) - 1)",
+            "  hint a == -1",
+        ]),
+        "\n".join([
+            f"# {op}-13 at axis a == {op}-11 over the last axis of x with a moved last, moved back",
+            f"rule {s}_13_to_11_transposed [version, step, exact]:",
+            f"  {op}@13<axis: a>(x) => Transpose@1<perm: inverse_perm({perm})>({op}@11<axis: -1>(Transpose@1<perm: {perm}>(x)))",
+            "  where rank(x) >= 2 && a != -1 && a != rank(x) - 1",
+            "  hint rank(x) == 3 && a == 1",
+        ]),
+    ]
+
+
+def split_num_outputs_steps() -> list[str]:
+    """Split 13 <-> 18 without a `split` input: 13 splits evenly; 18 takes `num_outputs` (its
+    last part is smaller where the dim does not divide), so going down the dim must divide."""
+    out = []
+    for n in range(1, MAX_VARIADIC_OUTPUTS + 1):
+        head = f"#{n}" if n > 1 else ""
+        sfx = f"_{n}_outputs" if n > 1 else ""
+        out.append("\n".join([
+            f"# Split-13 == Split-18 with num_outputs {n} (no split input: even parts"
+            + (f"; {n} outputs)" if n > 1 else ")"),
+            f"rule split_13_to_18_even{sfx} [version, step, exact]:",
+            f"  Split@13{head}<split: s, ..rest>(input) => Split@18{head}<num_outputs: {n}, ..rest>(input)",
+            "  where is_absent(s)",
+        ]))
+        out.append("\n".join([
+            f"# Split-18 with num_outputs == Split-13 where the dim divides (no split input"
+            + (f"; {n} outputs)" if n > 1 else ")"),
+            f"rule split_18_to_13_even{sfx} [version, step, exact]:",
+            f"  Split@18{head}<num_outputs: k, axis: a, ..rest>(input) => Split@13{head}<axis: a, ..rest>(input)",
+            "  where dim(input, a) % k == 0",
+            f"  hint k == {n} && a == 0 && dim(input, 0) == {2 * n}",
+        ]))
+    return out
 
 
 def broadcast_steps(op: str, frm: dict, to: dict) -> list[str]:
@@ -409,7 +736,9 @@ def generate() -> str:
                     raise Skip("deprecated")
                 if any(x["type"] in ("GRAPH", "GRAPHS") for x in frm["attributes"] + to["attributes"]):
                     raise Skip("it has subgraphs")
-                if "NonDeterministic" in (frm["node_determinism"], to["node_determinism"]):
+                if (op, b) in BY_HAND:
+                    raise Skip(BY_HAND[(op, b)])
+                if "NonDeterministic" in (frm["node_determinism"], to["node_determinism"]) and op not in INFERENCE_ONLY:
                     raise Skip("nondeterministic")
                 if op in NO_KERNEL:
                     raise Skip("the reference interpreter has no kernel for it")
@@ -418,26 +747,58 @@ def generate() -> str:
                 kinds = {x["type"] for x in frm["attributes"] + to["attributes"]}
                 if kinds & {"SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"}:
                     raise Skip("it has sparse-tensor or type attributes")
-                if (op, b) in MEANING:
+                if (op, a, b) == ("Cast", 1, 6):
+                    extra = cast_steps()
+                    rules.extend(extra)
+                    count += len(extra)
+                    continue
+                if (op, b) in VARIADIC_BROADCAST:
+                    extra = variadic_broadcast_steps(op, frm, to)
+                    rules.extend(extra)
+                    count += len(extra)
+                    continue
+                if (op, b) in AXIS_FAMILY:
+                    extra = axis_family_steps(op)
+                    rules.extend(extra)
+                    count += len(extra)
+                    continue
+                if (op, b) in MEANING and (op, b) not in CEIL_22:
                     raise Skip(MEANING[(op, b)])
-                same_inputs(op, frm, to)
-                shared, added, same = attr_plan(op, frm, to)
-                if op in LOGICAL:
-                    raise Skip("it has logical parameters (attributes that became inputs)")
+                lpf, lpt = logical_params(op, a), logical_params(op, b)
+                same_inputs(op, strip(frm, lpf), strip(to, lpt))
+                counts = [n for n in output_counts(frm, to) if n in OUTPUT_COUNTS.get(op, [n])]
+                if not counts:
+                    raise Skip("its outputs change")
+                shared, added, same = attr_plan(op, strip(frm, lpf), strip(to, lpt))
                 if any(x["name"] == "broadcast" for x in frm["attributes"] + to["attributes"]):
-                    if b != 7 or any(x["name"] == "broadcast" for x in to["attributes"]):
+                    both = all(any(x["name"] == "broadcast" for x in v["attributes"]) for v in (frm, to))
+                    if b != 7 and not both:
                         raise Skip("it broadcasts by its `broadcast` attribute (before 7)")
+                if any(x["name"] == "broadcast" for x in frm["attributes"]) and not any(
+                    x["name"] == "broadcast" for x in to["attributes"]
+                ):
                     rules.extend(broadcast_steps(op, frm, to))
                     count += 4 if op != "Gemm" else 2
                     continue
-                up = step(op, frm, to, shared, added, same)
-                down = step(op, to, frm, shared, added, same)
+                pair = []
+                for n in counts:
+                    try:
+                        both = [step(op, frm, to, shared, added, same, n), step(op, to, frm, shared, added, same, n)]
+                    except Skip as e:
+                        if n == 1:
+                            raise
+                        reasons[f"with {n} outputs, {e}"].append(f"{a}->{b}")
+                        continue
+                    pair.extend(both)
             except Skip as e:
                 reasons[str(e)].append(f"{a}->{b}")
                 continue
-            rules.append(up)
-            rules.append(down)
-            count += 2
+            rules.extend(pair)
+            count += len(pair)
+            if op == "Split" and (a, b) == (13, 18):
+                extra = split_num_outputs_steps()
+                rules.extend(extra)
+                count += len(extra)
         for why, pairs in sorted(reasons.items()):
             if why != "deprecated":
                 skipped.append(f"#   {op} {', '.join(pairs)}: {why}")

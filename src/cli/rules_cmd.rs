@@ -99,11 +99,17 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                 trips.iter().filter(|t| !t.passed(&opts)).collect();
             if !trips.is_empty() {
                 let instances: usize = trips.iter().map(|t| t.returned).sum();
+                let one_way_instances: usize = trips.iter().map(|t| t.one_way).sum();
                 println!(
                     "round trips (a step up, then its inverse): {} of {} pairs came back on all their instances ({instances} instances)",
                     trips.len() - trips_failed.len(),
                     trips.len()
                 );
+                if one_way_instances > 0 {
+                    println!(
+                        "  plus {one_way_instances} instances with a dim known only by name, where no step back applies (its guard reads a static dim)"
+                    );
+                }
             }
             if !one_way.is_empty() {
                 println!("steps up without a step back: {}", one_way.join(", "));

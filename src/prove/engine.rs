@@ -117,14 +117,26 @@ fn apply_checked(
         Ok(l) => l,
         Err(e) => return Applied::Rejected(format!("cannot lift: {e}")),
     };
-    // The classes of the rule's roots (the graph outputs) and their e-nodes as lifted.
+    // The classes of the rule's roots (the graph outputs) and their e-nodes as lifted. An
+    // output that projects a multi-output node also has that node's class (the tuple): a rule
+    // whose root is the node itself (`TopK@10#2(x) => TopK@11#2(x)`) changes the tuple, and
+    // the projections follow by congruence.
     let mut roots: Vec<(Id, Vec<ONode>)> = Vec::new();
+    let mut tuples: Vec<(Id, Vec<ONode>)> = Vec::new();
     for &v in &model.graph.outputs {
         let Some(&c) = lifted.value_class.get(&v) else {
             return Applied::Rejected("an output without a class".into());
         };
         let c = lifted.egraph.find(c);
         roots.push((c, lifted.egraph[c].nodes.clone()));
+        for n in &lifted.egraph[c].nodes {
+            if let NodeKind::Out(_) = n.kind {
+                let t = lifted.egraph.find(n.children[0]);
+                if tuples.iter().all(|(x, _)| *x != t) {
+                    tuples.push((t, lifted.egraph[t].nodes.clone()));
+                }
+            }
+        }
     }
     let egraph = std::mem::take(&mut lifted.egraph);
     let (egraph, reports) = match saturate(egraph, &[phase(rules, step)], &lifted.uses) {
@@ -154,17 +166,46 @@ fn apply_checked(
     let fired = reports
         .iter()
         .any(|r| r.firings.get(rule).copied().unwrap_or(0) > 0);
+    let changed = |c: Id, before: &[ONode]| -> (bool, BTreeSet<ONode>) {
+        let before: BTreeSet<ONode> = before.iter().map(|n| canonical(eg, n)).collect();
+        let c = eg.find(c);
+        (eg[c].nodes.iter().any(|n| !before.contains(n)), before)
+    };
+    // Each root changed itself, or (a rule whose root is a multi-output node) through the
+    // node it projects, whose class gained a node: extraction must then take the new node,
+    // through the same projections.
     let mut forbidden = BTreeSet::new();
     let mut at_root = true;
     for (c, before) in &roots {
-        let before: BTreeSet<ONode> = before.iter().map(|n| canonical(eg, n)).collect();
-        let c = eg.find(*c);
-        at_root &= eg[c].nodes.iter().any(|n| !before.contains(n));
-        forbidden.extend(
-            before
-                .into_iter()
-                .filter(|n| matches!(n.kind, NodeKind::Op(_) | NodeKind::Out(_))),
-        );
+        let (new, before_nodes) = changed(*c, before);
+        if new {
+            forbidden.extend(
+                before_nodes
+                    .into_iter()
+                    .filter(|n| matches!(n.kind, NodeKind::Op(_) | NodeKind::Out(_))),
+            );
+            continue;
+        }
+        let via_tuple: Vec<&(Id, Vec<ONode>)> = tuples
+            .iter()
+            .filter(|(t, _)| {
+                before.iter().any(|n| {
+                    matches!(n.kind, NodeKind::Out(_)) && eg.find(n.children[0]) == eg.find(*t)
+                })
+            })
+            .filter(|(t, b)| changed(*t, b).0)
+            .collect();
+        if via_tuple.is_empty() {
+            at_root = false;
+        }
+        for (t, b) in via_tuple {
+            let (_, before_nodes) = changed(*t, b);
+            forbidden.extend(
+                before_nodes
+                    .into_iter()
+                    .filter(|n| matches!(n.kind, NodeKind::Op(_))),
+            );
+        }
     }
     if !fired {
         // A match whose right side could not be built says why (else "did not fire").

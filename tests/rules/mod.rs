@@ -147,6 +147,12 @@ fn every_builtin_rule_is_proven_on_random_instances() {
             continue;
         }
         let back = onnx_opt::prove::step_inverses(r, &all);
+        // A step into other ops (Softmax-11 as Flatten, Softmax-13 and Reshape) has no step
+        // back from its root; its instances are proven above like every rule's.
+        let into_other_ops = r.step_ops().is_some_and(|(a, b)| a.op_type != b.op_type);
+        if back.is_empty() && into_other_ops {
+            continue;
+        }
         assert!(!back.is_empty(), "{}: no step back", r.name);
         let t = onnx_opt::prove::round_trip(r, &back, &guards, &opts);
         assert!(t.passed(&opts), "{} then {}: {t:?}", t.step, t.inverse);

@@ -353,7 +353,14 @@ pub(crate) fn generate(
     g.base = g.shape_of_rank(rank);
     let mut roots = Vec::new();
     for &p in &rule.lhs {
-        roots.push(g.gen_pat(p)?);
+        match rule.pat(p) {
+            // A multi-output node as the root: every output is an output of the instance
+            // (an unused output would be dropped, and the node would have fewer).
+            Pat::Op(op) if op.outputs.is_some_and(|n| n > 1) => {
+                roots.extend(g.gen_op_memo(p, op)?);
+            }
+            _ => roots.push(g.gen_pat(p)?),
+        }
     }
     g.finish(&roots, data_seed)
 }

@@ -226,18 +226,32 @@ impl RhsBuilder<'_> {
                 }
                 _ => None,
             };
-            let v = match let_term {
-                Some(v) => match self.pending_var(v)? {
-                    Pending::Ready(Some(c)) => Val::Class(c),
-                    Pending::Ready(None) => Val::Absent,
-                    Pending::Literal(l) => l,
-                },
-                None => self.eval(*e)?,
-            };
             let loc = if default_domain {
                 logical_param(&op_type, since, name).map(|p| p.loc)
             } else {
                 None
+            };
+            // A variable bound to a value (not an attribute), given to a logical parameter
+            // that is an input here: that value itself, with its element type.
+            let value_var = match (self.rule.expr(*e), loc) {
+                (onnx_rules::ir::Expr::Var(v), Some(ParamLoc::Input(_))) => {
+                    match self.env.get(v.0 as usize).cloned().flatten() {
+                        Some(Bound::Class(c)) if self.eg[self.eg.find(c)].data.attr.is_none() => {
+                            Some(self.eg.find(c))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let v = match (let_term, value_var) {
+                (Some(v), _) => match self.pending_var(v)? {
+                    Pending::Ready(Some(c)) => Val::Class(c),
+                    Pending::Ready(None) => Val::Absent,
+                    Pending::Literal(l) => l,
+                },
+                (None, Some(c)) => Val::Class(c),
+                (None, None) => self.eval(*e)?,
             };
             let slot = match loc {
                 Some(ParamLoc::Input(s)) => Some(s),
@@ -397,6 +411,15 @@ pub(crate) fn literal_input(
             .or_else(|| constraint_type(schema, &ts, v))
     }
     .ok_or_else(|| format!("cannot tell the element type of a literal input of {op_type}"))?;
+    // TopK's `k` input (from 10) is a 1-D tensor of one element; its attribute was a scalar.
+    let wrapped;
+    let v = match v {
+        Val::Int(_) if op_type == "TopK" && slot == 1 => {
+            wrapped = Val::List(vec![v.clone()]);
+            &wrapped
+        }
+        _ => v,
+    };
     let t = to_tensor(v, dtype).ok_or_else(|| format!("literal {v:?} does not fit its type"))?;
     let k = eg.analysis.consts.intern(t);
     Ok(eg.add(ONode::leaf(NodeKind::Const(k))))

@@ -286,7 +286,15 @@ impl<'a> Matcher<'a> {
             if is_input.is_some() {
                 named_slots.extend(is_input);
             } else {
-                named_attrs.push(name);
+                // The schema's name of the attribute (Pad-1 calls `pads` `paddings`).
+                let schema_name = match logical_param(&info.op_type, info.since_version, name) {
+                    Some(lp) if info.domain.is_empty() => match lp.loc {
+                        ParamLoc::Attr(a) => a,
+                        ParamLoc::Input(_) => name.as_str(),
+                    },
+                    _ => name.as_str(),
+                };
+                named_attrs.push(schema_name);
             }
             let class = self.find(class);
             let absent = self.is_none(class);

@@ -221,7 +221,13 @@ pub fn to_attribute(name: &str, ty: AttributeType, v: &Val) -> Option<AttributeP
         ..Default::default()
     };
     match ty {
-        AttributeType::Int => a.i = Some(v.as_int()?),
+        AttributeType::Int => {
+            a.i = Some(match v {
+                // A one-element tensor as an int (TopK's `k` input before 10's attribute).
+                Val::List(l) if l.len() == 1 => l[0].as_int()?,
+                _ => v.as_int()?,
+            })
+        }
         AttributeType::Float => a.f = Some(v.as_f64()? as f32),
         AttributeType::String => match v {
             Val::Str(s) => a.s = Some(s.clone().into_bytes().into()),
