@@ -289,7 +289,16 @@ impl Optimizer {
         };
         let before = ModelInfo::of(&original);
         let t1 = std::time::Instant::now();
-        let (mut optimized, mut egraph) = self.run_phases(model, &phases, None, &origin)?;
+        // Up to a later opset: converted first (the version phase alone), then optimized at
+        // the target below, where the rules see the target's ops (a fusion into
+        // LayerNormalization needs the pattern before other rules rewrote it).
+        let up = matches!((source_opset, self.target_opset), (Some(s), Some(t)) if t > s)
+            && !self.extra.no_builtin;
+        let first: &[Phase] = match up {
+            true => &phases[phases.len() - 1..],
+            false => &phases,
+        };
+        let (mut optimized, mut egraph) = self.run_phases(model, first, None, &origin)?;
         // An If whose condition folded to a constant: its branch is spliced in and the model
         // optimized again (at most a few rounds; each removes at least one If).
         let mut spliced_ifs = 0;
@@ -308,6 +317,21 @@ impl Optimizer {
                 let (o, again) = self.run_phases(&m, &phases, None, &origin)?;
                 optimized = o;
                 egraph = merge_runs(egraph, again);
+            }
+        }
+        // Converted up: optimized again at the target, where the pipeline's rules (or, for a
+        // conversion alone, the fusions into ops the source opset lacks) see the target's ops.
+        if let (true, Some(s), Some(t)) = (up, source_opset, self.target_opset) {
+            let again = match self.pipeline.phases.is_empty() {
+                false => self.pipeline.phases(&self.extra)?,
+                true => crate::rules::upward_fusion_phase(s, t)?
+                    .into_iter()
+                    .collect(),
+            };
+            if !again.is_empty() {
+                let (o, report) = self.run_phases(&optimized, &again, None, &origin)?;
+                optimized = o;
+                egraph = merge_runs(egraph, report);
             }
         }
         let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;

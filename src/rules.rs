@@ -135,6 +135,44 @@ pub fn version_phase() -> Result<onnx_egraph::Phase, Error> {
     Ok(phase)
 }
 
+/// The built-in fusions into a standard op that the target opset has and the source opset does
+/// not (LayerNormalization from 17, Gelu from 20, ...): what a conversion up runs after the
+/// version steps, so that it lands on the target's fused ops. `None` when no such rule exists.
+/// Float-unsafe rules are left out.
+pub fn upward_fusion_phase(source: i64, target: i64) -> Result<Option<onnx_egraph::Phase>, Error> {
+    if target <= source {
+        return Ok(None);
+    }
+    let reg = onnx_schema::registry();
+    let introduced = |op: &str| reg.versions("", op).iter().map(|s| s.since_version).min();
+    let mut set = RuleSet::new();
+    let mut any = false;
+    for mut f in load_files(&RuleSelection::default())? {
+        f.rules.retain(|r| {
+            let fused = r.tags.labels.iter().any(|l| l == "fusion") && !r.tags.float_unsafe;
+            let root = r.rhs_terms().first().map(|&t| r.term(t));
+            let Some(onnx_rules::ir::Term::Op(o)) = root else {
+                return false;
+            };
+            let onnx_rules::ir::OpHead::Named(op) = &o.head else {
+                return false;
+            };
+            fused
+                && op.domain.is_empty()
+                && introduced(&op.op_type).is_some_and(|v| v > source && v <= target)
+        });
+        any |= !f.rules.is_empty();
+        set.add_file(f);
+    }
+    if !any {
+        return Ok(None);
+    }
+    Ok(Some(onnx_egraph::Phase::new(
+        "upward fusion",
+        std::sync::Arc::new(set),
+    )))
+}
+
 /// The rule set of a selection.
 pub fn load_rule_set(sel: &RuleSelection) -> Result<RuleSet, Error> {
     let mut set = RuleSet::new();

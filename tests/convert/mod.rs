@@ -236,3 +236,59 @@ F (a, c) => (b) {{
     let msg = chain(&err);
     assert!(msg.contains("recursion"), "{msg}");
 }
+
+/// Converting up lands on the target's fused ops: a LayerNormalization written out at opset 13
+/// becomes LayerNormalization at 17, and the erf form of Gelu becomes Gelu at 20; below the
+/// opset that introduced an op, the pattern stays. `optimize --target-opset` fuses the same way.
+#[test]
+fn converting_up_fuses_into_the_targets_ops() {
+    let text = r#"<ir_version: 7, opset_import: ["" : 13]>
+g (float[2,8] x, float[8] gamma, float[8] beta) => (float[2,8] y, float[2,8] z) {
+  mean = ReduceMean <axes = [-1]> (x)
+  d = Sub (x, mean)
+  two = Constant <value = float {2}> ()
+  sq = Pow (d, two)
+  var = ReduceMean <axes = [-1]> (sq)
+  eps = Constant <value = float {1e-5}> ()
+  ve = Add (var, eps)
+  sd = Sqrt (ve)
+  n = Div (d, sd)
+  g = Mul (n, gamma)
+  y = Add (g, beta)
+  half = Constant <value = float {0.5}> ()
+  one = Constant <value = float {1}> ()
+  r2 = Constant <value = float {1.4142135623730951}> ()
+  xh = Mul (x, half)
+  xs = Div (x, r2)
+  e = Erf (xs)
+  e1 = Add (e, one)
+  z = Mul (xh, e1)
+}"#;
+    let model = onnx_opt::parse_text(text).unwrap();
+    let count =
+        |m: &onnx_ir::Model, op: &str| m.graph.nodes.iter().filter(|n| n.op_type == op).count();
+    for (target, ln, gelu) in [(16, 0, 0), (17, 1, 0), (20, 1, 1)] {
+        let out = onnx_opt::Optimizer::converter(target)
+            .check(3)
+            .optimize(&model)
+            .unwrap();
+        assert_eq!(out.model.opset_version(""), Some(target));
+        assert_eq!(count(&out.model, "LayerNormalization"), ln, "to {target}");
+        assert_eq!(count(&out.model, "Gelu"), gelu, "to {target}");
+        let optimized = onnx_opt::Optimizer::new()
+            .target_opset(target)
+            .check(3)
+            .optimize(&model)
+            .unwrap();
+        assert_eq!(
+            count(&optimized.model, "LayerNormalization"),
+            ln,
+            "optimize to {target}"
+        );
+        assert_eq!(
+            count(&optimized.model, "Gelu"),
+            gelu,
+            "optimize to {target}"
+        );
+    }
+}
