@@ -606,10 +606,10 @@ def cast_steps() -> list[str]:
 def axis_family_steps(op: str) -> list[str]:
     """Softmax, LogSoftmax and Hardmax across 13: before, the input is coerced to 2-D at
     `axis` and normalized over each row; from 13, over `axis` alone. Over the last axis both
-    agree. Up in general: Flatten at the axis, normalize the rows, Reshape back. Down in
-    general: Transpose the axis last, normalize over it, Transpose back."""
+    agree. Up at another axis, for targets from 14: Flatten at the axis, normalize the rows,
+    Reshape back with allowzero. (decompose.rules moves any axis last, and writes the Flatten
+    form with a Reshape of 13 where x has no 0 dim.)"""
     s = snake(op)
-    perm = "concat(without(range(0, rank(x)), normalize_axes([a], rank(x))), normalize_axes([a], rank(x)))"
     return [
         "\n".join([
             f"# {op}-11 over the last axis == {op}-13 over it",
@@ -628,27 +628,11 @@ def axis_family_steps(op: str) -> list[str]:
             "  hint rank(x) == 3 && a == 1",
         ]),
         "\n".join([
-            f"# {op}-11 at axis a == {op}-13 over the rows of x flattened at a, reshaped back, where x",
-            "# has no 0 dim (a target of 13 has no allowzero)",
-            f"rule {s}_11_to_13_flattened [version, step, exact]:",
-            f"  {op}@11<axis: a>(x) => Reshape@13<shape: s>({op}@13<axis: -1>(Flatten@13<axis: a>(x)))",
-            "  let s = Shape@13(x)",
-            "  where rank(x) >= 2 && a != -1 && a != rank(x) - 1 && numel(x) > 0",
-            "  hint rank(x) == 3 && a == 1",
-        ]),
-        "\n".join([
             f"# {op}-13 over the last axis == {op}-11 over it",
             f"rule {s}_13_to_11 [version, step, exact]:",
             f"  {op}@13<axis: a>(x) => {op}@11<axis: a>(x)",
             "  where rank(x) >= 1 && (a == -1 || a == rank(x) - 1)",
             "  hint a == -1",
-        ]),
-        "\n".join([
-            f"# {op}-13 at axis a == {op}-11 over the last axis of x with a moved last, moved back",
-            f"rule {s}_13_to_11_transposed [version, step, exact]:",
-            f"  {op}@13<axis: a>(x) => Transpose@1<perm: inverse_perm({perm})>({op}@11<axis: -1>(Transpose@1<perm: {perm}>(x)))",
-            "  where rank(x) >= 2 && a != -1 && a != rank(x) - 1",
-            "  hint rank(x) == 3 && a == 1",
         ]),
     ]
 
