@@ -5,9 +5,11 @@ For every model (MODELS/<name>/model.onnx with test_data_set_0/) and every targe
 differs from the model's default-domain opset, each tool converts the model in a fresh
 subprocess (a crash or a hang is a result, not the end of the script), with a timeout:
 
-  onnx-opt           `onnx-opt convert MODEL --opset N -o OUT --check 1` (its own differential
-                     check on one random input is part of its time); exit code 0 = converted,
-                     otherwise the first line of its stderr is the error
+  onnx-opt           `onnx-opt convert MODEL --opset N -o OUT --check 1 [--check-data DIR]`
+                     (its own differential check on one random input, and on the model's
+                     test_data_set_* where it has them, is part of its time; --no-check-data
+                     leaves the data out); exit code 0 = converted, otherwise the first line of
+                     its stderr is the error
   version_converter  a child Python: onnx.load, onnx.version_converter.convert_version(m, N),
                      onnx.save; an exception is the error (its first line)
 
@@ -443,8 +445,11 @@ TIME_LINE = re.compile(r"^time: ([0-9.]+) ms", re.MULTILINE)
 def convert_cmd(tool: str, args: argparse.Namespace, src: Path, dst: Path,
                 target: int) -> list[str]:
     if tool == "onnx-opt":
-        return [str(args.onnx_opt), "convert", str(src), "--opset", str(target), "-o", str(dst),
-                "--check", "1"]
+        cmd = [str(args.onnx_opt), "convert", str(src), "--opset", str(target), "-o", str(dst),
+               "--check", "1"]
+        if not args.no_check_data and any(src.parent.glob("test_data_set_*")):
+            cmd += ["--check-data", str(src.parent)]
+        return cmd
     return [sys.executable, "-c", VC_RUNNER, str(src), str(dst), str(target)]
 
 
@@ -756,6 +761,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rtol", type=float, default=1e-3)
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("--no-check-data", action="store_true",
+                        help="do not give onnx-opt the model's test_data_set_* for its check")
     parser.add_argument("--json", type=Path, default=None, help="write all results here")
     args = parser.parse_args(argv)
     if args.runs < 1:

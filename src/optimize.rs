@@ -250,11 +250,22 @@ pub fn render_table(o: &Outcome) -> String {
         o.report.egraph.main.constants,
         o.report.egraph.main.folds_over_budget
     ));
-    if o.report.check_trials > 0 {
-        s.push_str(&format!(
-            "check: outputs equal on {} random inputs\n",
-            o.report.check_trials
-        ));
+    let r = &o.report;
+    if r.check_trials > 0 || r.check_data_sets > 0 {
+        let mut on = Vec::new();
+        if r.check_data_sets > 0 {
+            on.push(format!("{} test data set(s)", r.check_data_sets));
+        }
+        if r.check_trials > 0 {
+            on.push(format!("{} random inputs", r.check_trials));
+        }
+        s.push_str(&format!("check: outputs equal on {}", on.join(" and ")));
+        if let Some(why) = &r.check_random_skipped {
+            s.push_str(&format!(
+                "; no random inputs: the original fails on them ({why})"
+            ));
+        }
+        s.push('\n');
     } else {
         s.push_str("check: off (--check 0): the result was not compared with the input\n");
     }

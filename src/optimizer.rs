@@ -15,7 +15,7 @@ use onnx_ir::Model;
 
 use crate::info::ModelInfo;
 use crate::pipeline::{Extra, Pipeline};
-use crate::verify::{compare_models, Mismatch, Tolerance};
+use crate::verify::{compare_models_on, Checked, InputSet, Mismatch, Tolerance};
 use crate::Error;
 
 /// Random trials of the default check.
@@ -41,6 +41,10 @@ pub struct Optimizer {
     fold: Option<FoldOptions>,
     target_opset: Option<i64>,
     check: usize,
+    /// Input sets (test data) the check runs before its random trials.
+    check_data: Vec<InputSet>,
+    /// Test-data directories read against the model when it is optimized.
+    check_data_dirs: Vec<std::path::PathBuf>,
     dims: BTreeMap<String, i64>,
     tolerance: Tolerance,
 }
@@ -80,6 +84,11 @@ pub struct Report {
     pub ops_after: BTreeMap<String, usize>,
     /// Random trials the check ran (0: it was off).
     pub check_trials: usize,
+    /// Given input sets (test data) the check ran.
+    pub check_data_sets: usize,
+    /// Why the check's random trials stopped early: the original fails on random inputs
+    /// (accepted only after every given data set agreed).
+    pub check_random_skipped: Option<String>,
     /// Calls of model-local functions inlined before converting to another opset.
     pub inlined_calls: usize,
     /// Model-local functions removed after inlining (no call left).
@@ -109,6 +118,8 @@ impl Optimizer {
             fold: None,
             target_opset: None,
             check: DEFAULT_CHECK_TRIALS,
+            check_data: Vec::new(),
+            check_data_dirs: Vec::new(),
             dims: BTreeMap::new(),
             tolerance: Tolerance::default(),
         }
@@ -212,7 +223,23 @@ impl Optimizer {
         self
     }
 
-    /// The value of a symbolic dimension for the check's random inputs.
+    /// Input sets (test data: graph input name and value) the check runs before its random
+    /// trials. Where the original model fails on random inputs (indices out of range, a shape
+    /// input), agreeing on these sets is the check; the report says why the random trials
+    /// stopped.
+    pub fn check_data(mut self, sets: Vec<InputSet>) -> Self {
+        self.check_data = sets;
+        self
+    }
+
+    /// A test-data directory for the check ([`crate::run::read_data_sets`]: `input_N.pb`
+    /// files, or `test_data_set_*` directories of them), read when a model is optimized.
+    pub fn check_data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.check_data_dirs.push(dir.into());
+        self
+    }
+
+    /// Value of a symbolic dimension for the check's random inputs.
     pub fn dim(mut self, name: &str, value: i64) -> Self {
         self.dims.insert(name.to_string(), value);
         self
@@ -337,9 +364,16 @@ impl Optimizer {
         let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
         let proto = optimized.to_proto();
         let t2 = std::time::Instant::now();
-        if self.check > 0 {
-            if let Some(m) = self.differs(&original, &proto)? {
-                let culprit = self.bisect(model, &original, &phases, &origin);
+        let mut checked = Checked::default();
+        let mut data = self.check_data.clone();
+        for d in &self.check_data_dirs {
+            data.extend(crate::run::read_data_sets(&original, d)?);
+        }
+        if self.check > 0 || !data.is_empty() {
+            let (m, c) = self.differs(&original, &proto, &data)?;
+            checked = c;
+            if let Some(m) = m {
+                let culprit = self.bisect(model, &original, &phases, &origin, &data);
                 return Err(Error::Mismatch(Box::new(MismatchReport {
                     mismatch: m,
                     culprit,
@@ -358,7 +392,9 @@ impl Optimizer {
                 initializers_after: after.initializers,
                 ops_before: before.op_histogram,
                 ops_after: after.op_histogram,
-                check_trials: self.check,
+                check_trials: checked.random,
+                check_data_sets: checked.data_sets,
+                check_random_skipped: checked.random_skipped,
                 inlined_calls: inlined.calls,
                 inlined_functions: inlined.functions,
                 spliced_ifs,
@@ -389,9 +425,17 @@ impl Optimizer {
         &self,
         original: &onnx_proto::ModelProto,
         optimized: &onnx_proto::ModelProto,
-    ) -> Result<Option<Mismatch>, Error> {
-        compare_models(original, optimized, self.check, &self.dims, self.tolerance)
-            .map_err(|e| Error::Verify(Box::new(e)))
+        data: &[InputSet],
+    ) -> Result<(Option<Mismatch>, Checked), Error> {
+        compare_models_on(
+            original,
+            optimized,
+            data,
+            self.check,
+            &self.dims,
+            self.tolerance,
+        )
+        .map_err(|e| Error::Verify(Box::new(e)))
     }
 
     /// The rule whose addition makes the outputs differ: binary search over prefixes of the
@@ -403,6 +447,7 @@ impl Optimizer {
         original: &onnx_proto::ModelProto,
         phases: &[Phase],
         origin: &str,
+        data: &[InputSet],
     ) -> Option<String> {
         let mut order: Vec<String> = Vec::new();
         for p in phases {
@@ -415,7 +460,10 @@ impl Optimizer {
         let broken = |k: usize| -> bool {
             let keep: BTreeSet<String> = order[..k].iter().cloned().collect();
             match self.run_phases(model, phases, Some(&keep), origin) {
-                Ok((m, _)) => matches!(self.differs(original, &m.to_proto()), Ok(Some(_))),
+                Ok((m, _)) => matches!(
+                    self.differs(original, &m.to_proto(), data),
+                    Ok((Some(_), _))
+                ),
                 Err(_) => false,
             }
         };
@@ -452,9 +500,13 @@ pub struct MismatchReport {
 impl std::fmt::Display for MismatchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let m = &self.mismatch;
+        let on = match m.data_set {
+            true => "test data set",
+            false => "random input",
+        };
         write!(
             f,
-            "output '{}' differs on random input {}: {}; ",
+            "output '{}' differs on {on} {}: {}; ",
             m.output, m.trial, m.detail
         )?;
         match &self.culprit {

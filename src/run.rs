@@ -310,3 +310,87 @@ fn stats(v: &Value) -> String {
 
 /// NumPy `.npy` input files.
 pub mod npy;
+
+/// The input sets of a test-data directory, for a model: `dir` holds `input_0.pb`,
+/// `input_1.pb`, ... (one set, the backend suite's `test_data_set_N` layout), or
+/// `test_data_set_*` directories holding them (one set each, in name order). The files are
+/// the model's graph inputs that are not initializers, in order; each is read as its declared
+/// type requires.
+pub fn read_data_sets(
+    model: &onnx_proto::ModelProto,
+    dir: &Path,
+) -> Result<Vec<crate::verify::InputSet>, Error> {
+    let bad = |message: String| Error::Run {
+        path: dir.to_path_buf(),
+        message,
+    };
+    let listing = |d: &Path| -> Result<Vec<std::path::PathBuf>, Error> {
+        let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(d)
+            .map_err(|e| bad(format!("cannot read the directory: {e}")))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        v.sort();
+        Ok(v)
+    };
+    let entries = listing(dir)?;
+    let is_input = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("input_") && n.ends_with(".pb"))
+    };
+    let set_dirs: Vec<std::path::PathBuf> = if entries.iter().any(|p| is_input(p)) {
+        vec![dir.to_path_buf()]
+    } else {
+        entries
+            .into_iter()
+            .filter(|p| {
+                p.is_dir()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("test_data_set"))
+            })
+            .collect()
+    };
+    if set_dirs.is_empty() {
+        return Err(bad(
+            "no input_N.pb files and no test_data_set_* directories".into(),
+        ));
+    }
+    let graph = model.graph.clone().unwrap_or_default();
+    let init: std::collections::BTreeSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let real: Vec<&onnx_proto::ValueInfoProto> = graph
+        .input
+        .iter()
+        .filter(|v| !init.contains(v.name()))
+        .collect();
+    let mut sets = Vec::new();
+    for d in set_dirs {
+        let mut set = Vec::new();
+        for (i, vi) in real.iter().enumerate() {
+            let file = d.join(format!("input_{i}.pb"));
+            if !file.is_file() {
+                return Err(Error::Run {
+                    path: file,
+                    message: format!("missing: the value of graph input '{}'", vi.name()),
+                });
+            }
+            set.push((
+                vi.name().to_string(),
+                read_value(&file, vi.r#type.as_ref())?,
+            ));
+        }
+        let extra = d.join(format!("input_{}.pb", real.len()));
+        if extra.is_file() {
+            return Err(Error::Run {
+                path: extra,
+                message: format!("the model has {} graph inputs", real.len()),
+            });
+        }
+        sets.push(set);
+    }
+    Ok(sets)
+}

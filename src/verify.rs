@@ -30,8 +30,10 @@ impl Default for Tolerance {
 /// The first difference found between two models' outputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mismatch {
-    /// The random input (0-based) it happened on.
+    /// The random input (0-based) it happened on, or the given data set's index.
     pub trial: usize,
+    /// It happened on a given data set (`trial` is its index), not a random input.
+    pub data_set: bool,
     /// The output that differs.
     pub output: String,
     /// How it differs.
@@ -87,6 +89,35 @@ pub fn compare_models(
     dims: &BTreeMap<String, i64>,
     tol: Tolerance,
 ) -> Result<Option<Mismatch>, VerifyError> {
+    compare_models_on(original, optimized, &[], trials, dims, tol).map(|(m, _)| m)
+}
+
+/// What a check compared.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Checked {
+    /// Given input sets (test data) both models ran on.
+    pub data_sets: usize,
+    /// Random inputs both models ran on.
+    pub random: usize,
+    /// Why the random trials stopped early: the original model fails on random inputs (only
+    /// after every given data set agreed; without data sets that is an error).
+    pub random_skipped: Option<String>,
+}
+
+/// One input set: (graph input name, value).
+pub type InputSet = Vec<(String, Value)>;
+
+/// Runs both models on every given input set (test data), then on `trials` seeded random
+/// inputs. Where the original fails on a random input after the given sets agreed, the random
+/// trials stop and `Checked::random_skipped` says why.
+pub fn compare_models_on(
+    original: &ModelProto,
+    optimized: &ModelProto,
+    data: &[InputSet],
+    trials: usize,
+    dims: &BTreeMap<String, i64>,
+    tol: Tolerance,
+) -> Result<(Option<Mismatch>, Checked), VerifyError> {
     let a = Session::new(original).map_err(|source| VerifyError::Session {
         which: "original",
         source: Box::new(source),
@@ -95,16 +126,62 @@ pub fn compare_models(
         which: "optimized",
         source: Box::new(source),
     })?;
+    let mut checked = Checked::default();
+    for (k, inputs) in data.iter().enumerate() {
+        if let Some(mut m) = run_pair(&a, &b, inputs, k, tol)? {
+            m.data_set = true;
+            return Ok((Some(m), checked));
+        }
+        checked.data_sets += 1;
+    }
     for trial in 0..trials {
-        let inputs = onnx_ref::random_inputs(original, 0x5eed + trial as u64, dims)
-            .map_err(|e| VerifyError::Run {
+        let inputs = match onnx_ref::random_inputs(original, 0x5eed + trial as u64, dims) {
+            Ok(v) => v
+                .into_iter()
+                .map(|(name, v)| (name, index_safe(v)))
+                .collect::<Vec<_>>(),
+            Err(e) if checked.data_sets > 0 => {
+                checked.random_skipped = Some(e.to_string());
+                break;
+            }
+            Err(e) => {
+                return Err(VerifyError::Run {
+                    which: "original",
+                    trial,
+                    source: Box::new(e),
+                })
+            }
+        };
+        match run_pair(&a, &b, &inputs, trial, tol) {
+            Ok(Some(m)) => return Ok((Some(m), checked)),
+            Ok(None) => checked.random += 1,
+            Err(VerifyError::Run {
                 which: "original",
-                trial,
-                source: Box::new(e),
-            })?
-            .into_iter()
-            .map(|(name, v)| (name, index_safe(v)))
-            .collect::<Vec<_>>();
+                source,
+                ..
+            }) if checked.data_sets > 0 => {
+                checked.random_skipped = Some(source.to_string());
+                break;
+            }
+            Err(VerifyError::Panic { .. }) if checked.data_sets > 0 => {
+                checked.random_skipped = Some("the interpreter panicked".into());
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((None, checked))
+}
+
+/// Runs both sessions on one input set and compares their outputs.
+fn run_pair(
+    a: &Session,
+    b: &Session,
+    inputs: &InputSet,
+    trial: usize,
+    tol: Tolerance,
+) -> Result<Option<Mismatch>, VerifyError> {
+    {
         // The two models run side by side, one thread each.
         let (ra, rb) = std::thread::scope(|scope| {
             let original = scope.spawn(|| a.run(inputs.clone()));
@@ -135,6 +212,7 @@ pub fn compare_models(
             if let Some(detail) = compare_values(va, vb, tol) {
                 return Ok(Some(Mismatch {
                     trial,
+                    data_set: false,
                     output: name.clone(),
                     detail,
                 }));
@@ -230,5 +308,64 @@ fn compare_tensors(x: &Tensor, y: &Tensor, tol: Tolerance) -> Option<String> {
         Some("values differ".into())
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model that fails on random inputs (its Reshape target fits only 24 elements) is
+    /// checked on the given sets alone: with a set, the random trials stop and say why; a set
+    /// where the two models differ is a mismatch on that set; with no set, the failure is an
+    /// error.
+    #[test]
+    fn given_sets_check_where_random_inputs_fail() {
+        let text = |body: &str| {
+            onnx_text::parse_model(&format!(
+                "<ir_version: 7, opset_import: [\"\" : 13]>\ng (float[N] x) => (float[2,12] y) {{\n  s = Constant <value = int64[2] {{2, 12}}> ()\n  {body}\n}}"
+            ))
+            .unwrap()
+        };
+        let a = text("y = Reshape (x, s)");
+        let b = text("r = Reshape (x, s)\n  y = Relu (r)");
+        let x: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        let set = vec![(
+            "x".to_string(),
+            Value::Tensor(Tensor::from_vec(&[24], x.clone()).unwrap()),
+        )];
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        let (m, c) = compare_models_on(&a, &a, std::slice::from_ref(&set), 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_eq!(c.data_sets, 1);
+        assert_eq!(c.random, 0);
+        assert!(
+            c.random_skipped.as_deref().unwrap().contains("Reshape"),
+            "{c:?}"
+        );
+        // Non-negative inputs: Relu changes nothing, the sets agree.
+        assert_eq!(
+            compare_models_on(&a, &b, std::slice::from_ref(&set), 3, &dims, tol)
+                .unwrap()
+                .0,
+            None
+        );
+        let neg = vec![(
+            "x".to_string(),
+            Value::Tensor(
+                Tensor::from_vec(&[24], x.iter().map(|v| -v - 1.0).collect::<Vec<f32>>()).unwrap(),
+            ),
+        )];
+        let (m, _) = compare_models_on(&a, &b, &[set, neg], 3, &dims, tol).unwrap();
+        let m = m.unwrap();
+        assert!(m.data_set && m.trial == 1, "{m:?}");
+        assert!(matches!(
+            compare_models_on(&a, &a, &[], 3, &dims, tol),
+            Err(VerifyError::Run {
+                which: "original",
+                ..
+            })
+        ));
     }
 }

@@ -20,6 +20,9 @@ pub fn run(command: Command) -> Result<ExitCode> {
             for (name, value) in &args.dims {
                 optimizer = optimizer.dim(name, *value);
             }
+            for dir in &args.check_data {
+                optimizer = optimizer.check_data_dir(dir);
+            }
             let progress = super::progress::Progress::start();
             let outcome = optimize_file(&args.model, &args.output, &optimizer, None, &|phase| {
                 progress.set(phase)
@@ -118,6 +121,9 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
     }
     for (name, value) in &args.dims {
         optimizer = optimizer.dim(name, *value);
+    }
+    for dir in &args.check_data {
+        optimizer = optimizer.check_data_dir(dir);
     }
     if let Some(cost) = args.cost {
         optimizer = optimizer.cost(match cost {

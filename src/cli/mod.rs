@@ -72,6 +72,12 @@ pub struct OptimizeArgs {
     /// Value of a symbolic dimension for --check's random inputs (repeatable).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
+    /// A test-data directory the check also runs (repeatable): `input_0.pb`, `input_1.pb`, ...
+    /// for the graph inputs in order, or `test_data_set_*` directories of them (the ONNX
+    /// backend tests' layout). Where the original fails on random inputs, these sets are the
+    /// check.
+    #[arg(long = "check-data", value_name = "DIR")]
+    pub check_data: Vec<PathBuf>,
     /// Do not fold constants (overrides the pipeline).
     #[arg(long)]
     pub no_fold: bool,
@@ -110,6 +116,12 @@ pub struct ConvertArgs {
     /// Value of a symbolic dimension for --check's random inputs (repeatable).
     #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
+    /// A test-data directory the check also runs (repeatable): `input_0.pb`, `input_1.pb`, ...
+    /// for the graph inputs in order, or `test_data_set_*` directories of them (the ONNX
+    /// backend tests' layout). Where the original fails on random inputs, these sets are the
+    /// check.
+    #[arg(long = "check-data", value_name = "DIR")]
+    pub check_data: Vec<PathBuf>,
 }
 
 /// Which rules to run.

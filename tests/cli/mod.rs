@@ -252,3 +252,56 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!out.status.success() || err.is_empty(), "{err}");
 }
+
+/// A model whose original fails on random inputs (a Reshape target that does not fit a random
+/// input) is refused by the check alone, converts with `--check-data` (the backend test's own
+/// data proves it, and the table says the random trials could not run), and a missing data
+/// directory is an error naming it, with nothing written.
+#[test]
+fn check_data_proves_a_conversion_random_inputs_cannot() {
+    let shared = onnx_testdata::require_shared!();
+    let dir = tempfile::tempdir().unwrap();
+    let case = shared.join("onnx-backend/node/test_reshape_extended_dims");
+    let m = case.join("model.onnx");
+    let out = dir.path().join("out.onnx");
+    let o = onnx_opt(&[&"convert", &m, &"--opset", &"11", &"-o", &out]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("the original model failed"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+    let o = onnx_opt(&[
+        &"convert",
+        &m,
+        &"--opset",
+        &"11",
+        &"-o",
+        &out,
+        &"--check-data",
+        &case,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(
+        table.contains("check: outputs equal on 1 test data set(s); no random inputs: the original fails on them"),
+        "{table}"
+    );
+    assert!(out.is_file());
+    let missing = dir.path().join("no_such_dir");
+    let out2 = dir.path().join("out2.onnx");
+    let o = onnx_opt(&[
+        &"convert",
+        &m,
+        &"--opset",
+        &"11",
+        &"-o",
+        &out2,
+        &"--check-data",
+        &missing,
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no_such_dir"), "{}", stderr(&o));
+    assert!(!out2.exists());
+}
