@@ -74,8 +74,6 @@ MEANING = {
     # PRelu 7 broadcasts the slope unidirectionally (numpy-style); 6 shared a size-1 slope
     # across channels.
     ("PRelu", 7): "broadcasts its slope numpy-style from 7 (moves.rules)",
-    # DFT 20 moved `axis` to an input and changed its meaning for real input.
-    ("DFT", 20): "moves axis to an input at 20",
 }
 
 # The pairs of MEANING written out by variadic_broadcast_steps (one step down per arity, to
@@ -176,6 +174,8 @@ def logical_params(op: str, v: int) -> dict[str, tuple[str, object]]:
         return {"ratio": ("input", 1), "training_mode": ("input", 2)}
     if op == "Upsample":
         return {} if v < 7 else at(9, "scales", 1)
+    if op == "DFT":
+        return at(20, "axis", 2)
     if op == "Resize":
         if v < 11:
             return {"scales": ("input", 1)}
@@ -206,6 +206,9 @@ EXTRA_GUARDS = {
     ("Split", 13, 18): ["!is_absent(split)"],
     ("Split", 18, 13): ["!is_absent(split)"],
     ("Resize", 13, 11): ["!is_absent(roi)", "!is_absent(scales)"],
+    # DFT-20 without axis means -2, DFT-17 without it 1 (dft_20_to_17_default_axis in
+    # moves.rules writes -2).
+    ("DFT", 20, 17): ["!is_absent(axis)"],
 }
 
 # Output counts a step is generated for, where not every count the schema allows is a use:

@@ -92,8 +92,28 @@ pub fn read_rule_file(f: &Path) -> Result<String, Error> {
     })
 }
 
-/// Parses several sources, names unique across them; all errors at once.
+/// Parses several sources, names unique across them; all errors at once. The last few
+/// successful parses are kept (by their sources' paths and texts), so optimizers built one
+/// after another in a process (a conversion per model) parse the built-in files once.
 pub fn parse_all(sources: &[(String, String)]) -> Result<Vec<RuleFile>, Error> {
+    type Entry = (Vec<(String, String)>, Vec<RuleFile>);
+    static CACHE: std::sync::Mutex<Vec<Entry>> = std::sync::Mutex::new(Vec::new());
+    if let Ok(cache) = CACHE.lock() {
+        if let Some((_, files)) = cache.iter().find(|(k, _)| k.as_slice() == sources) {
+            return Ok(files.clone());
+        }
+    }
+    let files = parse_uncached(sources)?;
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() >= 8 {
+            cache.remove(0);
+        }
+        cache.push((sources.to_vec(), files.clone()));
+    }
+    Ok(files)
+}
+
+fn parse_uncached(sources: &[(String, String)]) -> Result<Vec<RuleFile>, Error> {
     let mut taken = BTreeSet::new();
     let mut files = Vec::new();
     let mut errors = Vec::new();

@@ -67,7 +67,7 @@ impl CostModel for AvoidRoots<'_> {
 /// version step runs toward its right side's opset.
 pub(crate) fn phase(rules: &Arc<RuleSet>, step: Option<VersionStep>) -> Phase {
     let mut p = Phase::new("prove", rules.clone());
-    p.target_opset = step.map(|s| s.rhs_opset);
+    p.target_opset = step.map(|s| s.own_target());
     p.iter_limit = 4;
     p.node_limit = 20_000;
     p.time_limit = Duration::from_secs(5);

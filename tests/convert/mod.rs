@@ -292,3 +292,109 @@ g (float[2,8] x, float[8] gamma, float[8] beta) => (float[2,8] y, float[2,8] z) 
         );
     }
 }
+
+/// The backend node tests the interpreter passes (its manifest), each converted to the
+/// neighbouring opsets (one below, one above) and down to the lowest opset its ops exist at
+/// (the largest first version among its default-domain ops), every result checked against the
+/// original on the test's own data sets. A conversion is written and equal, or refused with
+/// the "cannot express" error; a result that differs fails the test. The table of outcomes
+/// per kind of target, and the tests with another error, are a snapshot.
+#[test]
+fn backend_node_tests_convert_to_neighbouring_and_lowest_opsets() {
+    let shared = onnx_testdata::require_shared!();
+    let manifest = insta::Snapshot::from_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "crates/onnx-ref/tests/interpreter/snapshots/interpreter__conformance__manifest.snap",
+    ))
+    .unwrap()
+    .as_text()
+    .map(|t| t.to_string())
+    .unwrap();
+    let latest = onnx_schema::registry().max_opset("").unwrap();
+    let mut counts: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    let mut others = Vec::new();
+    let mut wrong = Vec::new();
+    let mut refused_up = Vec::new();
+    for line in manifest.lines().filter(|l| l.starts_with("node/")) {
+        let dir = shared.join("onnx-backend").join(line.trim());
+        let Ok(model) = onnx_opt::load(dir.join("model.onnx")) else {
+            continue;
+        };
+        if onnx_ir::check_model(&model).is_err() {
+            continue;
+        }
+        let Some(opset) = model.opset_version("") else {
+            continue;
+        };
+        let lowest = model
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.domain.is_empty() || n.domain.as_str() == "ai.onnx")
+            .filter_map(|n| {
+                onnx_schema::registry()
+                    .versions("", &n.op_type)
+                    .iter()
+                    .map(|s| s.since_version)
+                    .min()
+            })
+            .max()
+            .unwrap_or(1);
+        let mut targets = vec![("one below", opset - 1), ("one above", opset + 1)];
+        if lowest < opset - 1 {
+            targets.push(("lowest", lowest));
+        }
+        for (kind, target) in targets {
+            if target < 1 || target > latest {
+                continue;
+            }
+            let outcome = match onnx_opt::Optimizer::converter(target)
+                .check(0)
+                .check_data_dir(&dir)
+                .optimize(&model)
+            {
+                Ok(out) => {
+                    assert_eq!(out.model.opset_version(""), Some(target), "{line}");
+                    "converted, equal on its data"
+                }
+                Err(onnx_opt::Error::Optimize {
+                    source: onnx_egraph::EGraphError::NotExpressible { .. },
+                    ..
+                }) => {
+                    if kind == "one above" {
+                        refused_up
+                            .push(format!("{} -> {target}", line.trim_start_matches("node/")));
+                    }
+                    "refused: cannot express"
+                }
+                Err(onnx_opt::Error::Mismatch(m)) => {
+                    wrong.push(format!("{line} -> {target}: {m}"));
+                    "DIFFERENT"
+                }
+                Err(e) => {
+                    let msg = chain(&e);
+                    others.push(format!(
+                        "{} -> {target}: {}",
+                        line.trim_start_matches("node/"),
+                        msg.lines().next().unwrap_or_default()
+                    ));
+                    "another error"
+                }
+            };
+            *counts.entry((kind, outcome)).or_default() += 1;
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let mut table = String::new();
+    for ((kind, outcome), n) in &counts {
+        table.push_str(&format!("{kind}: {outcome}: {n}\n"));
+    }
+    table.push_str("\nrefused one above:\n");
+    for o in &refused_up {
+        table.push_str(&format!("{o}\n"));
+    }
+    table.push_str("\nanother error:\n");
+    for o in &others {
+        table.push_str(&format!("{o}\n"));
+    }
+    insta::assert_snapshot!(table);
+}

@@ -53,7 +53,7 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
         };
         let model = onnx_ir::Model::from_proto(proto.clone()).expect("case converts to the IR");
         // A version step runs toward a target: its right side's opset, where the case lands.
-        let target = rule.step.map(|s| s.rhs_opset);
+        let target = rule.step.map(|s| s.own_target());
         let mut phases = phases();
         for p in phases.iter_mut() {
             p.target_opset = target;

@@ -821,7 +821,7 @@ fn types_allowed(eg: &OnnxEGraph, class: Id, node: &ONode, info: &OpInfo, to: &O
         .iter()
         .any(|a| a.ty == onnx_proto::attribute_proto::AttributeType::Graph);
     match to.outputs.first() {
-        Some(out) if to.outputs.len() == 1 => match type_of(class) {
+        Some(out) if to.outputs.len() == 1 && !info.is_tuple => match type_of(class) {
             None if has_body => true,
             ty => allowed(&out.type_str, ty, out.is_homogeneous),
         },

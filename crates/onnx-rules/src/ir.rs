@@ -135,12 +135,23 @@ pub struct VersionStep {
 
 impl VersionStep {
     /// Whether the step moves toward `target`: up to a version the target binds or a later one
-    /// below it, or down from a version newer than the target.
+    /// below it, or down from a version newer than the target. A step within one opset (a
+    /// node written with other ops of the same versions: BatchNormalization-7 with `spatial`
+    /// 0 as arithmetic) runs toward any other target.
     pub fn toward(&self, target: i64) -> bool {
-        if self.rhs_opset > self.lhs_opset {
-            self.rhs_opset <= target
-        } else {
-            self.lhs_opset > target
+        match self.rhs_opset.cmp(&self.lhs_opset) {
+            std::cmp::Ordering::Greater => self.rhs_opset <= target,
+            std::cmp::Ordering::Less => self.lhs_opset > target,
+            std::cmp::Ordering::Equal => self.lhs_opset != target,
+        }
+    }
+
+    /// The target a step is run toward on its own (proofs, case files): its right side's
+    /// opset, or the next one for a step within one opset.
+    pub fn own_target(&self) -> i64 {
+        match self.rhs_opset == self.lhs_opset {
+            true => self.rhs_opset + 1,
+            false => self.rhs_opset,
         }
     }
 }

@@ -129,6 +129,12 @@ pub fn logical_params(op_type: &str, since_version: i64) -> Vec<LogicalParam> {
         } else {
             input("scales", 1)
         }],
+        // DFT's `axis` became an input at 20 (its default moved from 1 to -2).
+        "DFT" => vec![if v < 20 {
+            attr("axis")
+        } else {
+            input("axis", 2)
+        }],
         "Resize" => {
             if v < 11 {
                 vec![input("scales", 1)]
@@ -202,6 +208,7 @@ mod tests {
             "Dropout",
             "Upsample",
             "Resize",
+            "DFT",
         ]);
         for op in ops {
             for s in reg.versions("", op) {
