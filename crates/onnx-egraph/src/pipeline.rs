@@ -195,6 +195,33 @@ fn scope_types(
     types
 }
 
+/// A scalar tensor type of an element type.
+fn scalar_type(elem: i32) -> onnx_proto::TypeProto {
+    use onnx_proto::type_proto::{Tensor, Value};
+    onnx_proto::TypeProto {
+        value: Some(Value::TensorType(Tensor {
+            elem_type: Some(elem),
+            shape: Some(Default::default()),
+        })),
+        ..Default::default()
+    }
+}
+
+/// A tensor type with its element type only (a Loop's carried value may change shape).
+fn element_type_only(t: &onnx_proto::TypeProto) -> Option<onnx_proto::TypeProto> {
+    use onnx_proto::type_proto::{Tensor, Value};
+    match &t.value {
+        Some(Value::TensorType(x)) => Some(onnx_proto::TypeProto {
+            value: Some(Value::TensorType(Tensor {
+                elem_type: x.elem_type,
+                shape: None,
+            })),
+            ..Default::default()
+        }),
+        _ => None,
+    }
+}
+
 /// Every value name of a graph and of the subgraphs inside it.
 fn names_within(g: &Graph, out: &mut std::collections::BTreeSet<String>) {
     out.extend(g.values.iter().map(|v| v.name.to_string()));
@@ -228,10 +255,44 @@ fn optimize_graph(
             outer_types: &inner_types,
         };
         graph_with_subs = graph.clone();
+        let value_names: Vec<String> = graph.values.iter().map(|v| v.name.to_string()).collect();
         for node in graph_with_subs.nodes.iter_mut() {
+            // A Loop body's inputs left untyped take the types the Loop gives them (the
+            // iteration count, the condition, the carried values' element types) while the
+            // body is optimized, and are written back untyped.
+            let loop_inputs: Vec<Option<onnx_proto::TypeProto>> = match node.op_type.as_str() {
+                "Loop" if node.domain.is_empty() => {
+                    let mut v = vec![Some(scalar_type(7)), Some(scalar_type(9))];
+                    for i in node.inputs.iter().skip(2) {
+                        let ty = i
+                            .and_then(|id| value_names.get(id.index()))
+                            .and_then(|n| inner_types.get(n))
+                            .and_then(element_type_only);
+                        v.push(ty);
+                    }
+                    v
+                }
+                _ => Vec::new(),
+            };
             for attr in node.attributes.iter_mut() {
+                let is_body = attr.name.as_str() == "body";
                 for sub in attr.value.subgraphs_mut() {
-                    let (g, report) = optimize_graph(sub, opsets, options, inner, subgraphs)?;
+                    let mut filled = Vec::new();
+                    if is_body {
+                        for (k, &id) in sub.inputs.clone().iter().enumerate() {
+                            let v = sub.value_mut(id);
+                            if let (None, Some(Some(t))) = (&v.ty, loop_inputs.get(k)) {
+                                v.ty = Some(t.clone());
+                                filled.push(k);
+                            }
+                        }
+                    }
+                    let (mut g, report) = optimize_graph(sub, opsets, options, inner, subgraphs)?;
+                    for k in filled {
+                        if let Some(&id) = g.inputs.get(k) {
+                            g.value_mut(id).ty = None;
+                        }
+                    }
                     names_within(&g, &mut reserved);
                     *sub = g;
                     subgraphs.count += 1;
