@@ -527,6 +527,42 @@ pub fn sample_instances(
         .collect()
 }
 
+/// The first instance on which `rule` fires and both sides agree, searched like its proof
+/// (epoch by epoch, element type by element type), with the right side it built: (instance,
+/// right side), as ONNX text. `None` when no draw within the proof's attempts does.
+pub fn first_firing(
+    rule: &Rule,
+    guards: &GuardRegistry,
+    opts: &ProveOptions,
+) -> Option<(String, String)> {
+    let ctx = Ctx::new(rule, guards);
+    let _limit = onnx_ref::ElementLimit::scoped(INSTANCE_ELEMENT_LIMIT);
+    for opset in epoch_opsets(rule) {
+        for d in dtype_sample(rule, opset, &ctx.hints, opts.seed) {
+            for attempt in 0..opts.max_attempts {
+                let seed = instance_seed(opts.seed, &rule.name, opset, d, attempt);
+                let choices = choices_for(seed);
+                let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    gen::generate(rule, &ctx.hints, opset, d, ctx.special, &choices)
+                }));
+                let Ok(Ok(inst)) = built else { continue };
+                let Applied::Fired(rhs) =
+                    engine::apply_rule(&inst.model, &ctx.rules, &rule.name, rule.step)
+                else {
+                    continue;
+                };
+                if matches!(
+                    compare::run_both(&inst.model, &rhs, &inst, rule.tags.precision),
+                    Ran::Agree
+                ) {
+                    return Some((print(&inst.model), print(&rhs)));
+                }
+            }
+        }
+    }
+    None
+}
+
 fn print(m: &ModelProto) -> String {
     onnx_text::print_model(m, &onnx_text::PrintOptions::default())
 }

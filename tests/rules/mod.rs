@@ -528,3 +528,57 @@ g (float[2,3] x) => (float[2,3] y) {
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The generated version steps (rules/version/steps.rules) have no case files; each one's
+/// first instance that the prover finds (a fired, agreeing draw, seeded) is written here as its
+/// before and after, one snapshot for the file: the opset, the initializers and nodes of each
+/// side.
+#[test]
+fn generated_version_steps_before_and_after() {
+    let files = onnx_opt::rules::load_files(&all_rules()).expect("built-in rules check");
+    let opts = onnx_opt::prove::ProveOptions::default();
+    let guards = onnx_egraph::GuardRegistry::default();
+    let compact = |text: &str| -> String {
+        let opset = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("opset_import: "))
+            .unwrap_or_default()
+            .trim_end_matches(',')
+            .to_string();
+        let mut body = Vec::new();
+        let mut seen_signature = false;
+        for l in text.lines() {
+            let t = l.trim();
+            if !seen_signature {
+                seen_signature = t.contains("=>") && !t.starts_with('<') && !t.starts_with('#');
+                continue;
+            }
+            if t.is_empty() || t == "{" || t == "}" {
+                continue;
+            }
+            body.push(t.to_string());
+        }
+        format!("{opset} {}", body.join(" ; "))
+    };
+    let mut out = String::new();
+    let mut missing = Vec::new();
+    let steps = files
+        .iter()
+        .filter(|f| f.path == "rules/version/steps.rules")
+        .flat_map(|f| &f.rules);
+    for rule in steps {
+        match onnx_opt::prove::first_firing(rule, &guards, &opts) {
+            Some((before, after)) => {
+                out.push_str(&format!(
+                    "{}\n  before: {}\n  after:  {}\n",
+                    rule.name,
+                    compact(&before),
+                    compact(&after)
+                ));
+            }
+            None => missing.push(rule.name.clone()),
+        }
+    }
+    assert!(missing.is_empty(), "no firing instance: {missing:?}");
+    insta::assert_snapshot!(out);
+}
