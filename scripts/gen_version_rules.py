@@ -292,7 +292,13 @@ class Skip(Exception):
 
 
 def same_inputs(op: str, a: dict, b: dict) -> None:
-    if len(a["inputs"]) != len(b["inputs"]):
+    # A later version may add optional inputs at the end (Attention's nonpad_kv_seqlen at 24):
+    # a step up leaves them absent, a step down needs them absent.
+    short, long = sorted((a["inputs"], b["inputs"]), key=len)
+    if len(short) != len(long) and (
+        any(p["option"] != "Optional" for p in long[len(short):])
+        or any(p["option"] == "Variadic" for p in short)
+    ):
         raise Skip("its inputs change")
     for p, q in zip(a["inputs"], b["inputs"]):
         renamed = (op, p["name"], q["name"]) in RENAMED or (op, q["name"], p["name"]) in RENAMED
@@ -470,6 +476,10 @@ def step(op: str, frm: dict, to: dict, shared, added, same, n_out: int = 1) -> s
             rhs_in.append(v)
             names.append(v)
             optional.append(False)
+    # Optional inputs only the source has (a step down from a version that added them) must
+    # be absent.
+    for _ in sfrm["inputs"][len(sto["inputs"]):]:
+        lhs_in.append("None")
     up = to["since_version"] > frm["since_version"]
     # `..rest` carries the attributes; in a version step an attribute the target version does
     # not have stops the step (it is not built), so a dropped attribute must be absent.
@@ -640,6 +650,40 @@ def axis_family_steps(op: str) -> list[str]:
     ]
 
 
+def attention_25_steps() -> list[str]:
+    """Attention 24 <-> 25: from 25, q_num_heads and kv_num_heads are refused on 4-D inputs
+    (their heads are in the shape; 24 ignores them there), so up they are dropped on 4-D
+    inputs; down, 25's window attributes must hold their defaults (`..rest` stops the step
+    otherwise). One step per output count."""
+    ins = "q, k, v, attn_mask?, past_key?, past_value?, nonpad_kv_seqlen?"
+    outs = "q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen"
+    out = []
+    for n in range(1, 5):
+        head = f"#{n}" if n > 1 else ""
+        sfx = f"_{n}_outputs" if n > 1 else ""
+        note = f"; {n} outputs" if n > 1 else ""
+        out.append("\n".join([
+            f"# Attention-24 on 3-D inputs, or without head counts == Attention-25{' (' + note[2:] + ')' if n > 1 else ''}",
+            f"rule attention_24_to_25{sfx} [version, step, exact]:",
+            f"  Attention@24{head}<q_num_heads: qh, kv_num_heads: kh, ..rest>({ins})",
+            f"  => Attention@25{head}<q_num_heads: qh, kv_num_heads: kh, ..rest>({outs})",
+            "  where rank(q) == 3 || (is_absent(qh) && is_absent(kh))",
+        ]))
+        out.append("\n".join([
+            f"# Attention-24 on 4-D inputs == Attention-25 without the head counts (24 ignores them there{note})",
+            f"rule attention_24_to_25_4d{sfx} [version, step, exact]:",
+            f"  Attention@24{head}<q_num_heads: _, kv_num_heads: _, ..rest>({ins}) => Attention@25{head}<..rest>({outs})",
+            "  where rank(q) == 4",
+            "  hint rank(q) == 4",
+        ]))
+        out.append("\n".join([
+            f"# Attention-25 with its window attributes at their defaults == Attention-24{' (' + note[2:] + ')' if n > 1 else ''}",
+            f"rule attention_25_to_24{sfx} [version, step, exact]:",
+            f"  Attention@25{head}<..rest>({ins}) => Attention@24{head}<..rest>({outs})",
+        ]))
+    return out
+
+
 def split_num_outputs_steps() -> list[str]:
     """Split 13 <-> 18 without a `split` input: 13 splits evenly; 18 takes `num_outputs` (its
     last part is smaller where the dim does not divide), so going down the dim must divide."""
@@ -734,6 +778,11 @@ def generate() -> str:
                 kinds = {x["type"] for x in frm["attributes"] + to["attributes"]}
                 if kinds & {"SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"}:
                     raise Skip("it has sparse-tensor or type attributes")
+                if (op, b) == ("Attention", 25):
+                    extra = attention_25_steps()
+                    rules.extend(extra)
+                    count += len(extra)
+                    continue
                 if (op, a, b) == ("Cast", 1, 6):
                     extra = cast_steps()
                     rules.extend(extra)
