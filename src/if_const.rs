@@ -8,7 +8,8 @@
 //! output it stands for, so the values keep their names and types; the optimizer removes the
 //! Identity nodes. An If is left alone when its branch holds sparse initializers, when its
 //! output count differs from the branch's, when the branch carries quantization annotations or
-//! metadata (they have no place in the enclosing graph), or when the condition is not a one-element bool
+//! metadata (they have no place in the enclosing graph), when it holds a random op without a seed
+//! (its stream is keyed by a name splicing may change), or when the condition is not a one-element bool
 //! tensor defined in the same graph (an initializer or a `Constant` with a `value` tensor).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -118,8 +119,41 @@ fn taken_branch(n: &NodeProto, consts: &BTreeMap<String, bool>) -> Option<GraphP
     (branch.output.len() == n.output.len()
         && branch.sparse_initializer.is_empty()
         && branch.quantization_annotation.is_empty()
-        && branch.metadata_props.is_empty())
+        && branch.metadata_props.is_empty()
+        && !has_unseeded_random(&branch))
     .then_some(branch)
+}
+
+/// Whether a graph (or a subgraph in it) holds a random op without a seed: its stream is keyed
+/// by its output's name, which splicing may change, so the check could not compare. Dropout
+/// draws nothing at inference.
+fn has_unseeded_random(g: &GraphProto) -> bool {
+    g.node.iter().any(|n| {
+        let op = n.op_type.as_deref().unwrap_or("");
+        let default_domain = matches!(n.domain.as_deref(), None | Some("") | Some("ai.onnx"));
+        let random = default_domain
+            && op != "Dropout"
+            && onnx_schema::registry().versions("", op).iter().any(|s| {
+                // If, Loop and Scan are marked so for their bodies, which are read below.
+                let has_body = s.attributes.iter().any(|a| {
+                    matches!(
+                        a.ty,
+                        attribute_proto::AttributeType::Graph
+                            | attribute_proto::AttributeType::Graphs
+                    )
+                });
+                s.node_determinism == onnx_schema::NodeDeterminism::NonDeterministic && !has_body
+            });
+        let seeded = n
+            .attribute
+            .iter()
+            .any(|a| a.name.as_deref() == Some("seed"));
+        (random && !seeded)
+            || n.attribute.iter().any(|a| {
+                a.g.as_ref().is_some_and(has_unseeded_random)
+                    || a.graphs.iter().any(has_unseeded_random)
+            })
+    })
 }
 
 /// The branch's nodes (with an Identity per If output), initializers and value_info, every name

@@ -44,6 +44,9 @@ pub const SAME_SIGNATURE_OTHER_MEANING: &[(&str, i64)] = &[
     ("Greater", 7),
     ("Less", 7),
     ("Gemm", 7),
+    // Split-18 without `split` takes `num_outputs` and allows a smaller last part; Split-13
+    // without it splits evenly (the version steps cross 18 where the dim divides).
+    ("Split", 18),
     // GridSample-20 renamed its modes (bilinear -> linear, bicubic -> cubic) and takes N-D input.
     ("GridSample", 20),
 ];

@@ -70,6 +70,8 @@ fn random_value(
             let mut shape = Vec::with_capacity(shape_proto.dim.len());
             for d in &shape_proto.dim {
                 let v = match &d.value {
+                    // A declared -1 is an unknown dim (some exporters write it).
+                    Some(dimension::Value::DimValue(-1)) => 1,
                     Some(dimension::Value::DimValue(v)) => *v,
                     Some(dimension::Value::DimParam(p)) => dims.get(p).copied().unwrap_or(1),
                     None => 1,

@@ -383,7 +383,8 @@ pub(crate) fn slice_indices(len: i64, start: i64, end: i64, step: i64) -> Option
 
 /// Clamped (start, end) of a slice over a dimension of known length, per the ONNX spec.
 pub(crate) fn slice_bounds(len: i64, start: i64, end: i64, step: i64) -> Option<(i64, i64)> {
-    if step == 0 {
+    // A negative length is a declared dim of -1 (some exporters write it for "unknown").
+    if step == 0 || len < 0 {
         return None;
     }
     let fix = |v: i64| if v < 0 { v.saturating_add(len) } else { v };
