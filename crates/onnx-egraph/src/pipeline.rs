@@ -257,20 +257,31 @@ fn optimize_graph(
         graph_with_subs = graph.clone();
         let value_names: Vec<String> = graph.values.iter().map(|v| v.name.to_string()).collect();
         for node in graph_with_subs.nodes.iter_mut() {
-            // A Loop body's inputs left untyped take the types the Loop gives them (the
-            // iteration count, the condition, the carried values' element types) while the
-            // body is optimized, and are written back untyped.
-            let loop_inputs: Vec<Option<onnx_proto::TypeProto>> = match node.op_type.as_str() {
-                "Loop" if node.domain.is_empty() => {
-                    let mut v = vec![Some(scalar_type(7)), Some(scalar_type(9))];
-                    for i in node.inputs.iter().skip(2) {
-                        let ty = i
-                            .and_then(|id| value_names.get(id.index()))
+            // A Loop or Scan body's inputs left untyped take the element types the node gives
+            // them (a Loop's iteration count and condition, then its carried values; a Scan's
+            // states and scan inputs) while the body is optimized, and are written back
+            // untyped.
+            let element_types = |skip: usize| -> Vec<Option<onnx_proto::TypeProto>> {
+                node.inputs
+                    .iter()
+                    .skip(skip)
+                    .map(|i| {
+                        i.and_then(|id| value_names.get(id.index()))
                             .and_then(|n| inner_types.get(n))
-                            .and_then(element_type_only);
-                        v.push(ty);
-                    }
+                            .and_then(element_type_only)
+                    })
+                    .collect()
+            };
+            let default_domain = node.domain.is_empty() || node.domain.as_str() == "ai.onnx";
+            let loop_inputs: Vec<Option<onnx_proto::TypeProto>> = match node.op_type.as_str() {
+                "Loop" if default_domain => {
+                    let mut v = vec![Some(scalar_type(7)), Some(scalar_type(9))];
+                    v.extend(element_types(2));
                     v
+                }
+                // Scan-8's first input is sequence_lens, which the body does not see.
+                "Scan" if default_domain => {
+                    element_types(usize::from(opsets.get("").is_some_and(|&o| o < 9)))
                 }
                 _ => Vec::new(),
             };
