@@ -149,15 +149,8 @@ fn read_inputs(
     cfg: &RunConfig,
 ) -> Result<Vec<(String, Value)>, Error> {
     let graph = model.graph.clone().unwrap_or_default();
-    let init: std::collections::BTreeSet<&str> = graph
-        .initializer
-        .iter()
-        .filter_map(|t| t.name.as_deref())
-        .collect();
-    let declared: BTreeMap<&str, Option<&TypeProto>> = graph
-        .input
-        .iter()
-        .filter(|v| !init.contains(v.name()))
+    let declared: BTreeMap<&str, Option<&TypeProto>> = fed_inputs(&graph)
+        .into_iter()
         .map(|v| (v.name(), v.r#type.as_ref()))
         .collect();
     let mut given = BTreeMap::new();
@@ -192,6 +185,21 @@ fn read_inputs(
         }
     }
     Ok(inputs)
+}
+
+/// The graph inputs a caller feeds: those that are not initializers (below IR 4 initializers
+/// are also listed as inputs).
+fn fed_inputs(graph: &onnx_proto::GraphProto) -> Vec<&onnx_proto::ValueInfoProto> {
+    let init: std::collections::BTreeSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    graph
+        .input
+        .iter()
+        .filter(|v| !init.contains(v.name()))
+        .collect()
 }
 
 /// Reads the value of graph input `name` from `file`. A `.npy` file must hold the element type
@@ -357,16 +365,7 @@ pub fn read_data_sets(
         ));
     }
     let graph = model.graph.clone().unwrap_or_default();
-    let init: std::collections::BTreeSet<&str> = graph
-        .initializer
-        .iter()
-        .filter_map(|t| t.name.as_deref())
-        .collect();
-    let real: Vec<&onnx_proto::ValueInfoProto> = graph
-        .input
-        .iter()
-        .filter(|v| !init.contains(v.name()))
-        .collect();
+    let real = fed_inputs(&graph);
     let mut sets = Vec::new();
     for d in set_dirs {
         let mut set = Vec::new();
