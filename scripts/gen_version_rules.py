@@ -535,7 +535,8 @@ def step(op: str, frm: dict, to: dict, shared, added, same, n_out: int = 1) -> s
     guards = type_guards(sfrm, sto, names, optional, n_out) + param_guards
     guards += EXTRA_GUARDS.get((op, frm["since_version"], to["since_version"]), [])
     a, b = frm["since_version"], to["since_version"]
-    name = f"{snake(op)}_{a}_to_{b}" + (f"_{n_out}_outputs" if n_out > 1 else "")
+    head, sfx, count_note = count_parts(n_out)
+    name = f"{snake(op)}_{a}_to_{b}{sfx}"
     notes = []
     widened = [
         show_types(allowed(to, q["type_str"]) - allowed(frm, p["type_str"]))
@@ -556,11 +557,10 @@ def step(op: str, frm: dict, to: dict, shared, added, same, n_out: int = 1) -> s
     moved = [p for p in sorted(set(lpf) & set(lpt)) if lpf[p][0] != lpt[p][0]]
     if moved:
         notes.append(f"{', '.join(moved)} moved between an attribute and an input")
-    if n_out > 1:
-        notes.append(f"{n_out} outputs")
+    if count_note:
+        notes.append(count_note)
     ident = f"# {op}-{a} == {op}-{b}" + (f" ({'; '.join(notes)})" if notes else "")
     lines = [ident, f"rule {name} [version, step, exact]:"]
-    head = f"#{n_out}" if n_out > 1 else ""
     lines.append(f"  {op}@{a}{head}{la}({', '.join(lhs_in)}) => {op}@{b}{head}{ra}({', '.join(rhs_in)})")
     if guards:
         lines.append("  where " + " && ".join(guards))
@@ -659,29 +659,36 @@ def attention_25_steps() -> list[str]:
     outs = "q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen"
     out = []
     for n in range(1, 5):
-        head = f"#{n}" if n > 1 else ""
-        sfx = f"_{n}_outputs" if n > 1 else ""
-        note = f"; {n} outputs" if n > 1 else ""
+        head, sfx, note = count_parts(n)
+        paren = f" ({note})" if note else ""
         out.append("\n".join([
-            f"# Attention-24 on 3-D inputs, or without head counts == Attention-25{' (' + note[2:] + ')' if n > 1 else ''}",
+            f"# Attention-24 on 3-D inputs, or without head counts == Attention-25{paren}",
             f"rule attention_24_to_25{sfx} [version, step, exact]:",
             f"  Attention@24{head}<q_num_heads: qh, kv_num_heads: kh, ..rest>({ins})",
             f"  => Attention@25{head}<q_num_heads: qh, kv_num_heads: kh, ..rest>({outs})",
             "  where rank(q) == 3 || (is_absent(qh) && is_absent(kh))",
         ]))
         out.append("\n".join([
-            f"# Attention-24 on 4-D inputs == Attention-25 without the head counts (24 ignores them there{note})",
+            f"# Attention-24 on 4-D inputs == Attention-25 without the head counts (24 ignores them there{'; ' + note if note else ''})",
             f"rule attention_24_to_25_4d{sfx} [version, step, exact]:",
             f"  Attention@24{head}<q_num_heads: _, kv_num_heads: _, ..rest>({ins}) => Attention@25{head}<..rest>({outs})",
             "  where rank(q) == 4",
             "  hint rank(q) == 4",
         ]))
         out.append("\n".join([
-            f"# Attention-25 with its window attributes at their defaults == Attention-24{' (' + note[2:] + ')' if n > 1 else ''}",
+            f"# Attention-25 with its window attributes at their defaults == Attention-24{paren}",
             f"rule attention_25_to_24{sfx} [version, step, exact]:",
             f"  Attention@25{head}<..rest>({ins}) => Attention@24{head}<..rest>({outs})",
         ]))
     return out
+
+
+def count_parts(n: int) -> tuple[str, str, str]:
+    """For a step of a node with n outputs: the head's `#n`, the rule name's suffix and the
+    identity comment's note (all empty for one output)."""
+    if n == 1:
+        return "", "", ""
+    return f"#{n}", f"_{n}_outputs", f"{n} outputs"
 
 
 def split_num_outputs_steps() -> list[str]:
@@ -689,18 +696,16 @@ def split_num_outputs_steps() -> list[str]:
     last part is smaller where the dim does not divide), so going down the dim must divide."""
     out = []
     for n in range(1, MAX_VARIADIC_OUTPUTS + 1):
-        head = f"#{n}" if n > 1 else ""
-        sfx = f"_{n}_outputs" if n > 1 else ""
+        head, sfx, note = count_parts(n)
+        more = f"; {note})" if note else ")"
         out.append("\n".join([
-            f"# Split-13 == Split-18 with num_outputs {n} (no split input: even parts"
-            + (f"; {n} outputs)" if n > 1 else ")"),
+            f"# Split-13 == Split-18 with num_outputs {n} (no split input: even parts{more}",
             f"rule split_13_to_18_even{sfx} [version, step, exact]:",
             f"  Split@13{head}<split: s, ..rest>(input) => Split@18{head}<num_outputs: {n}, ..rest>(input)",
             "  where is_absent(s)",
         ]))
         out.append("\n".join([
-            f"# Split-18 with num_outputs == Split-13 where the dim divides (no split input"
-            + (f"; {n} outputs)" if n > 1 else ")"),
+            f"# Split-18 with num_outputs == Split-13 where the dim divides (no split input{more}",
             f"rule split_18_to_13_even{sfx} [version, step, exact]:",
             f"  Split@18{head}<num_outputs: k, axis: a, ..rest>(input) => Split@13{head}<axis: a, ..rest>(input)",
             "  where dim(input, a) % k == 0",

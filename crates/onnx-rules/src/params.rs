@@ -146,6 +146,12 @@ pub fn logical_params(op_type: &str, since_version: i64) -> Vec<LogicalParam> {
     }
 }
 
+/// Logical parameters whose input is a 1-D tensor of one element where the attribute was a
+/// scalar (TopK's `k` from 10): (op, input slot). A scalar written there becomes `[v]`.
+pub fn one_element_input(op_type: &str, slot: usize) -> bool {
+    matches!((op_type, slot), ("TopK", 1))
+}
+
 /// The input slots that hold logical parameters of a default-domain op at a schema version
 /// (a rule's positional inputs skip them).
 pub fn logical_input_slots(op_type: &str, since_version: i64) -> Vec<usize> {

@@ -411,10 +411,10 @@ pub(crate) fn literal_input(
             .or_else(|| constraint_type(schema, &ts, v))
     }
     .ok_or_else(|| format!("cannot tell the element type of a literal input of {op_type}"))?;
-    // TopK's `k` input (from 10) is a 1-D tensor of one element; its attribute was a scalar.
+    // A logical parameter whose input is a 1-element tensor where its attribute was a scalar.
     let wrapped;
     let v = match v {
-        Val::Int(_) if op_type == "TopK" && slot == 1 => {
+        Val::Int(_) if onnx_rules::params::one_element_input(op_type, slot) => {
             wrapped = Val::List(vec![v.clone()]);
             &wrapped
         }
