@@ -135,6 +135,7 @@ const ABSENT_PARAM_MEANS: &[(&str, &str, f64)] = &[
 /// allowed by the target's type constraints.
 pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64, stepped: &BTreeSet<String>) -> usize {
     let mut additions: Vec<(Id, Plan)> = Vec::new();
+    let mut scans: Vec<(Id, ScanPlan)> = Vec::new();
     let mut classes: Vec<Id> = eg.classes().map(|c| c.id).collect();
     classes.sort();
     for c in classes {
@@ -164,6 +165,12 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64, stepped: &BTreeSet<Stri
             });
             let roles = crate::build::Roles::new(info, &node.children);
             if to.deprecated {
+                continue;
+            }
+            if info.op_type == "Scan" && (source.since_version < 9) != (to.since_version < 9) {
+                if let Some(plan) = scan_across_9(eg, info, &roles, source, to) {
+                    scans.push((c, plan));
+                }
                 continue;
             }
             // Crossing a change of meaning: only where both meanings agree, with the axis
@@ -203,6 +210,11 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64, stepped: &BTreeSet<Stri
         }
     }
     let mut n = 0;
+    for (class, plan) in scans {
+        if add_scan(eg, class, plan, target).is_some() {
+            n += 1;
+        }
+    }
     for (class, plan) in additions {
         let Plan {
             mut builder,
@@ -226,6 +238,179 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64, stepped: &BTreeSet<Stri
         }
     }
     n
+}
+
+/// Scan-8 runs over a batch axis (each input's first dim) and takes `sequence_lens` first;
+/// Scan-9 dropped both and added the scan axes and the output directions. The body is the same:
+/// it sees one batch item. A Scan-8 over a batch of 1 without `sequence_lens` is Scan-9 with
+/// that axis squeezed from its inputs and unsqueezed back on its outputs; a Scan-9 that scans
+/// axis 0 of its inputs and outputs, and writes its outputs forward, is Scan-8 over a batch of
+/// 1 the other way round.
+struct ScanPlan {
+    up: bool,
+    builder: OpBuilder,
+    inputs: Vec<Id>,
+    n_outputs: usize,
+}
+
+fn scan_across_9(
+    eg: &OnnxEGraph,
+    info: &OpInfo,
+    roles: &crate::build::Roles<'_>,
+    source: &OpSchema,
+    to: &OpSchema,
+) -> Option<ScanPlan> {
+    let is_none = |id: Id| {
+        eg[id]
+            .nodes
+            .iter()
+            .any(|n| matches!(n.kind, NodeKind::None))
+    };
+    let ints = |name: &str| -> Option<Vec<i64>> {
+        match roles.attr(name).filter(|&v| !is_none(v)) {
+            None => Some(Vec::new()),
+            Some(v) => attr_value(eg, v).map(|p| p.ints.clone()),
+        }
+    };
+    let up = source.since_version < 9;
+    let all = roles.inputs();
+    let inputs: Vec<Id> = match up {
+        // sequence_lens must be absent: every batch item runs the whole sequence.
+        true => match all.split_first() {
+            Some((&lens, rest)) if is_none(lens) => rest.to_vec(),
+            _ => return None,
+        },
+        false => all.to_vec(),
+    };
+    if inputs.iter().any(|&v| is_none(v)) {
+        return None;
+    }
+    // Every element type in use must be allowed at the target.
+    let allowed = |id: Id| {
+        let ty = eg[id].data.ty.as_ref().and_then(onnx_schema::type_str_of);
+        let param = to.inputs.last().map(|p| p.type_str.as_str());
+        match (
+            ty,
+            to.type_constraints
+                .iter()
+                .find(|t| Some(t.type_param.as_str()) == param),
+        ) {
+            (Some(ty), Some(tc)) => tc.allowed.contains(&ty),
+            _ => false,
+        }
+    };
+    if !inputs.iter().all(|&v| allowed(v)) {
+        return None;
+    }
+    let mut b = OpBuilder::at_opset("", "Scan", to.since_version);
+    let num_scan = roles.attr("num_scan_inputs")?;
+    b = b
+        .attr("body", AttrArg::Class(roles.attr("body")?))
+        .attr("num_scan_inputs", AttrArg::Class(num_scan));
+    let list = |v: Vec<i64>| Val::List(v.into_iter().map(Val::Int).collect());
+    let ints_attr = |name: &str, v: Vec<i64>| {
+        crate::rules::to_attribute(
+            name,
+            onnx_proto::attribute_proto::AttributeType::Ints,
+            &list(v),
+        )
+        .map(|p| AttrArg::Proto(Box::new(p)))
+    };
+    if up {
+        // The batch: dim 0 of every input is 1.
+        let batch_of_one = |id: Id| {
+            eg[id]
+                .data
+                .ty
+                .as_ref()
+                .and_then(onnx_schema::infer::shape_of)
+                .is_some_and(|s| s.first().and_then(|d| d.known()) == Some(1))
+        };
+        if !inputs.iter().all(|&v| batch_of_one(v)) {
+            return None;
+        }
+        let dirs = ints("directions")?;
+        if !dirs.is_empty() {
+            b = b.attr(
+                "scan_input_directions",
+                ints_attr("scan_input_directions", dirs)?,
+            );
+        }
+    } else {
+        let zeros = |name: &str| ints(name).is_some_and(|v| v.iter().all(|&x| x == 0));
+        if !zeros("scan_input_axes") || !zeros("scan_output_axes") {
+            return None;
+        }
+        if !zeros("scan_output_directions") {
+            return None;
+        }
+        let dirs = ints("scan_input_directions")?;
+        if !dirs.is_empty() {
+            b = b.attr("directions", ints_attr("directions", dirs)?);
+        }
+        b = b.input(0, None);
+    }
+    for (name, id) in roles.outer() {
+        b = b.outer(name, id);
+    }
+    Some(ScanPlan {
+        up,
+        builder: b,
+        inputs,
+        n_outputs: info.n_outputs,
+    })
+}
+
+/// `op` (Squeeze or Unsqueeze) of axis 0 at the target opset: `axes` an attribute before 13,
+/// an input from 13.
+fn on_axis_0(eg: &mut OnnxEGraph, op: &str, target: i64, x: Id) -> Option<Id> {
+    let b = OpBuilder::at_opset("", op, target);
+    let zero = Val::List(vec![Val::Int(0)]);
+    let b = if b.schema()?.inputs.len() > 1 {
+        let t = crate::rules::to_tensor(&zero, onnx_proto::tensor_proto::DataType::Int64 as i32)?;
+        let k = eg.analysis.consts.intern(t);
+        let axes = eg.add(ONode::leaf(NodeKind::Const(k)));
+        b.input(0, Some(x)).input(1, Some(axes))
+    } else {
+        let p = crate::rules::to_attribute(
+            "axes",
+            onnx_proto::attribute_proto::AttributeType::Ints,
+            &zero,
+        )?;
+        b.attr("axes", AttrArg::Proto(Box::new(p)))
+            .input(0, Some(x))
+    };
+    b.add_to(eg).ok().map(|(id, _)| id)
+}
+
+/// Adds the Scan of the other side with its Squeeze and Unsqueeze nodes, and unions each of
+/// its outputs with the node's.
+fn add_scan(eg: &mut OnnxEGraph, class: Id, plan: ScanPlan, target: i64) -> Option<()> {
+    let ScanPlan {
+        up,
+        mut builder,
+        inputs,
+        n_outputs,
+    } = plan;
+    let (into, back) = match up {
+        true => ("Squeeze", "Unsqueeze"),
+        false => ("Unsqueeze", "Squeeze"),
+    };
+    for v in inputs {
+        let x = on_axis_0(eg, into, target, v)?;
+        builder = builder.push_input(Some(x));
+    }
+    let (scan, _) = builder.outputs(n_outputs).add_to(eg).ok()?;
+    let mut pairs = Vec::new();
+    for i in 0..n_outputs {
+        let old = eg.add(ONode::new(NodeKind::Out(i as u32), vec![class]));
+        let new = eg.add(ONode::new(NodeKind::Out(i as u32), vec![scan]));
+        pairs.push((old, on_axis_0(eg, back, target, new)?));
+    }
+    for (old, new) in pairs {
+        eg.union(old, new);
+    }
+    Some(())
 }
 
 /// Ops whose steps cover only some of their nodes, which rebinding still converts where it

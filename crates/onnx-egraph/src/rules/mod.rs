@@ -29,7 +29,7 @@ pub use explain::{explain_rule, SiteReport, SiteVerdict};
 pub use matcher::Bound;
 pub use rust::{RustApplier, RustGuard, RustMatch, RustOp, RustRhs};
 pub use value::Val;
-pub(crate) use value::{attr_value, const_val, to_attribute};
+pub(crate) use value::{attr_value, const_val, to_attribute, to_tensor};
 
 use matcher::{Env, Matcher};
 
