@@ -193,6 +193,12 @@ pub fn render_table(o: &Outcome) -> String {
             o.report.inlined_calls, o.report.inlined_functions
         ));
     }
+    if o.report.functions_converted > 0 {
+        s.push_str(&format!(
+            "local functions: {} converted in place to the target opset\n",
+            o.report.functions_converted
+        ));
+    }
     if o.report.spliced_ifs > 0 {
         s.push_str(&format!(
             "if: {} If node(s) with a constant condition replaced by the branch taken\n",

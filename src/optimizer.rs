@@ -93,6 +93,8 @@ pub struct Report {
     pub inlined_calls: usize,
     /// Model-local functions removed after inlining (no call left).
     pub inlined_functions: usize,
+    /// Model-local functions whose bodies were converted in place to the target opset.
+    pub functions_converted: usize,
     /// If nodes with a constant condition replaced by the branch they take.
     pub spliced_ifs: usize,
     /// Milliseconds spent optimizing (check excluded).
@@ -291,12 +293,47 @@ impl Optimizer {
         let origin = crate::model_origin(model);
         let phases = self.phases()?;
         let original = model.to_proto();
-        // Converting to another opset: model-local functions are inlined first (their bodies
-        // are written at the model's opset and convert with the graph).
+        // Converting to another opset: model-local functions are converted in place where
+        // their calls type them (`functions.rs`), else inlined first (their bodies are written
+        // at the model's opset and convert with the graph).
         let source_opset = model.opset_version("");
         let inlined_model;
         let mut inlined = crate::inline::Inlined::default();
+        let mut in_place = crate::functions::InPlace::default();
+        let converted_in_place = match self.target_opset {
+            Some(t) if source_opset.is_some_and(|s| s != t) && !model.functions.is_empty() => {
+                let unit = |m: &onnx_proto::ModelProto| -> Result<onnx_proto::ModelProto, String> {
+                    let m = Model::from_proto(m.clone()).map_err(|e| e.to_string())?;
+                    let out = Optimizer::converter(t).check(0).optimize(&m).map_err(|e| {
+                        let mut msg = e.to_string();
+                        let mut src = std::error::Error::source(&e);
+                        while let Some(x) = src {
+                            msg.push_str(&format!(": {x}"));
+                            src = x.source();
+                        }
+                        msg
+                    })?;
+                    Ok(out.model.to_proto())
+                };
+                crate::functions::convert_in_place(&original, t, &unit).map_err(|msg| {
+                    Error::Optimize {
+                        path: origin.clone().into(),
+                        source: onnx_egraph::EGraphError::Unsupported(msg),
+                    }
+                })?
+            }
+            _ => None,
+        };
         let model = match self.target_opset {
+            Some(_) if converted_in_place.is_some() => {
+                let (proto, done) = converted_in_place.expect("checked");
+                in_place = done;
+                inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
+                    path: origin.clone().into(),
+                    source,
+                })?;
+                &inlined_model
+            }
             Some(t) if source_opset.is_some_and(|s| s != t) && !model.functions.is_empty() => {
                 let (proto, done) =
                     crate::inline::inline_local_functions(&original).map_err(|msg| {
@@ -397,6 +434,7 @@ impl Optimizer {
                 check_random_skipped: checked.random_skipped,
                 inlined_calls: inlined.calls,
                 inlined_functions: inlined.functions,
+                functions_converted: in_place.functions,
                 spliced_ifs,
                 optimize_ms,
                 estimate_before: egraph.main.estimate_before,

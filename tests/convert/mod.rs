@@ -187,49 +187,72 @@ fn torch_exported_models_convert_down() {
     insta::assert_snapshot!(table);
 }
 
-/// Local functions are inlined only when the opset changes; a body with a subgraph is refused
-/// with a message naming the function, and a recursive function too.
+/// Local functions change only when the opset changes. A function its calls type is converted
+/// in place (its body at the target, the function kept, with a subgraph in the body too); one
+/// with an attribute reference is inlined; a recursive one is refused by name.
 #[test]
-fn local_functions_are_inlined_or_refused_by_name() {
-    let with_fn = |body: &str| {
+fn local_functions_convert_in_place_or_inline_or_refuse_by_name() {
+    let with_fn = |body: &str, attrs: &str| {
         format!(
             r#"<ir_version: 9, opset_import: ["" : 18, "local" : 1]>
 g (float[2,3] x, bool c) => (float[2,3] y) {{
-  y = local.F (x, c)
+  y = local.F {attrs} (x, c)
 }}
 <domain: "local", opset_import: ["" : 18, "local" : 1]>
-F (a, c) => (b) {{
+F {attrs} (a, c) => (b) {{
 {body}
 }}"#
         )
     };
-    // Same opset: nothing is inlined, the function stays.
-    let plain = onnx_opt::parse_text(&with_fn("  b = Relu (a)")).unwrap();
+    let default_opset = |f: &onnx_ir::Function| {
+        f.opset_imports
+            .iter()
+            .find(|o| o.domain.is_empty())
+            .map(|o| o.version)
+    };
+    // Same opset: nothing changes, the function stays.
+    let plain = onnx_opt::parse_text(&with_fn("  b = Relu (a)", "")).unwrap();
     let out = onnx_opt::Optimizer::converter(18).optimize(&plain).unwrap();
     assert_eq!(out.report.inlined_calls, 0);
+    assert_eq!(out.report.functions_converted, 0);
     assert_eq!(out.model.functions.len(), 1);
-    // Another opset: inlined and removed.
+    // Another opset: converted in place; the body imports the target.
     let out = onnx_opt::Optimizer::converter(13).optimize(&plain).unwrap();
     assert_eq!(
-        (out.report.inlined_calls, out.report.inlined_functions),
-        (1, 1)
+        (out.report.functions_converted, out.report.inlined_calls),
+        (1, 0)
     );
-    assert!(out.model.functions.is_empty());
-    // A subgraph in the body: refused, naming the function.
+    assert_eq!(out.model.functions.len(), 1);
+    assert_eq!(default_opset(&out.model.functions[0]), Some(13));
+    // A subgraph in the body: converted in place with it (If-19 down to If-13).
     let sub = onnx_opt::parse_text(&with_fn(
         "  b = If (c) <then_branch = g1 () => (float[2,3] t) { t = Relu (a) }, else_branch = g2 () => (float[2,3] e) { e = Neg (a) }>",
+        "",
     ))
     .unwrap();
-    let err = onnx_opt::Optimizer::converter(13)
+    let out = onnx_opt::Optimizer::converter(13)
+        .check(5)
         .optimize(&sub)
-        .unwrap_err();
-    let msg = chain(&err);
-    assert!(
-        msg.contains("local function 'F'") && msg.contains("subgraph"),
-        "{msg}"
+        .unwrap();
+    assert_eq!(out.report.functions_converted, 1);
+    assert_eq!(default_opset(&out.model.functions[0]), Some(13));
+    // An attribute reference: its value is the caller's, so the calls are inlined instead.
+    let with_ref = onnx_opt::parse_text(&with_fn(
+        "  k = Constant <value_float: float = @alpha> ()\n  b = Mul (a, k)",
+        "<alpha: float = 2.0>",
+    ))
+    .unwrap();
+    let out = onnx_opt::Optimizer::converter(13)
+        .check(5)
+        .optimize(&with_ref)
+        .unwrap();
+    assert_eq!(
+        (out.report.functions_converted, out.report.inlined_calls),
+        (0, 1)
     );
+    assert!(out.model.functions.is_empty());
     // Recursion: refused.
-    let rec = onnx_opt::parse_text(&with_fn("  b = local.F (a, c)")).unwrap();
+    let rec = onnx_opt::parse_text(&with_fn("  b = local.F (a, c)", "")).unwrap();
     let err = onnx_opt::Optimizer::converter(13)
         .optimize(&rec)
         .unwrap_err();

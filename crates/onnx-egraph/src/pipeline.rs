@@ -514,18 +514,31 @@ fn stuck_nodes(
 
 /// The IR version of a model converted to default-domain opset `target`: the one released with
 /// that opset when converting down (a runtime pinned to the opset reads that IR), at least it
-/// when converting up. Model-local functions are not converted yet: a model with functions is
-/// refused unless the opset stays the same.
+/// when converting up. Model-local functions are not converted here (the facade converts their
+/// bodies first, or inlines them): a function whose body imports another default-domain opset
+/// than the target is refused; with functions, the IR version is not lowered (functions need
+/// IR 8, their attribute defaults 9, their value types 10).
 fn ir_version_at(
     model: &Model,
     opsets: &BTreeMap<String, i64>,
     target: i64,
 ) -> Result<Option<i64>, EGraphError> {
     let source = opsets.get("").copied().unwrap_or(target);
-    if source != target && !model.functions.is_empty() {
-        return Err(EGraphError::Unsupported(format!(
-            "converting a model with model-local functions (opset {source} to {target}): their bodies would keep opset {source}"
-        )));
+    if source != target {
+        for f in &model.functions {
+            let v = f
+                .opset_imports
+                .iter()
+                .find(|o| onnx_schema::normalize_domain(&o.domain).is_empty())
+                .map(|o| o.version);
+            if v.is_some_and(|v| v != target) {
+                return Err(EGraphError::Unsupported(format!(
+                    "converting a model with model-local functions (opset {source} to {target}): the body of '{}' would keep opset {}",
+                    f.name.as_deref().unwrap_or(""),
+                    v.unwrap_or(source)
+                )));
+            }
+        }
     }
     let Some(min) = onnx_schema::registry().min_ir_version_for_opset(target) else {
         return Err(EGraphError::Unsupported(format!(
@@ -533,7 +546,7 @@ fn ir_version_at(
         )));
     };
     let current = model.ir_version.unwrap_or(min);
-    Ok(Some(if target < source {
+    Ok(Some(if target < source && model.functions.is_empty() {
         current.min(min)
     } else {
         current.max(min)
