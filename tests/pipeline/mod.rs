@@ -445,3 +445,33 @@ fn dev_models_convert_to_each_opset() {
     assert!(failures.is_empty(), "{failures:#?}");
     insta::assert_snapshot!("dev_model_conversions", table);
 }
+
+/// The interpreter keys an unseeded random op's stream by its output's name. When
+/// `identity_elim` removes the Identity between a RandomUniform and a graph output, the op
+/// keeps its own name and the output is written through an Identity, so the check (same
+/// numbers drawn) holds; before, the optimized model drew other numbers and was refused.
+#[test]
+fn unseeded_random_op_keeps_its_name_through_identity_elim() {
+    let text = r#"<ir_version: 9, opset_import: ["" : 20]>
+g (float[3] x) => (float[3] y, float[3] z) {
+  r = RandomUniform <shape: ints = [3]> ()
+  y = Identity (r)
+  q = Identity (r)
+  z = Add (q, x)
+}"#;
+    let model = onnx_opt::parse_text(text).unwrap();
+    let out = onnx_opt::Optimizer::new()
+        .check(3)
+        .optimize(&model)
+        .unwrap();
+    let proto = out.model.to_proto();
+    let g = proto.graph.unwrap();
+    let random = g
+        .node
+        .iter()
+        .find(|n| n.op_type.as_deref() == Some("RandomUniform"))
+        .unwrap();
+    assert_eq!(random.output, vec!["r".to_string()]);
+    // The Identity into `q` is gone; the one into the output `y` stays.
+    assert_eq!(g.node.len(), 3, "{:?}", g.node);
+}

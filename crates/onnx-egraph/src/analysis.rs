@@ -99,6 +99,9 @@ pub struct OnnxAnalysis {
     pub opsets: std::collections::BTreeMap<String, i64>,
     /// The next discriminator for a nondeterministic op.
     pub next_unique: u32,
+    /// The first output name of each lifted nondeterministic node, by its discriminator: the
+    /// interpreter keys an unseeded random op's stream by that name, so emission keeps it.
+    pub unique_names: std::collections::BTreeMap<u32, String>,
     /// Unions refused by rule appliers (different types or different constants).
     pub refusals: Vec<Refusal>,
     /// For a subgraph: the types of the enclosing scopes' values it may read, by name (what

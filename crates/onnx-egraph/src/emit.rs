@@ -109,8 +109,10 @@ pub fn emit_graph(
     for (i, &c) in root_node.children.iter().enumerate() {
         let c = egraph.find(c);
         let produced = matches!(sel.choice[&c].kind, NodeKind::Op(_) | NodeKind::Out(_));
-        if produced && !e.output_name.contains_key(&c) {
-            let name = original.value(original.outputs[i]).name.to_string();
+        let name = original.value(original.outputs[i]).name.to_string();
+        // An unseeded random op writes its own name (then an Identity the output's).
+        let renames_random = e.unseeded_random_name(c).is_some_and(|n| n != name);
+        if produced && !renames_random && !e.output_name.contains_key(&c) {
             e.output_name.insert(c, name);
         }
     }
@@ -280,11 +282,47 @@ impl Emitter<'_> {
             .ok_or_else(|| EGraphError::Internal(format!("class {c} has no emitted value")))
     }
 
+    /// The name an unseeded random op in class `c` had (a lifted one, or one rebound from it in
+    /// the same class): the interpreter keys its stream by that name, so it is kept.
+    fn unseeded_random_name(&self, c: Id) -> Option<String> {
+        let node = self.sel.choice.get(&c)?;
+        let NodeKind::Op(op) = node.kind else {
+            return None;
+        };
+        let info = self.egraph.analysis.ops.get(op);
+        if !crate::build::RANDOM_OPS.contains(&info.op_type.as_str()) {
+            return None;
+        }
+        let roles = crate::build::Roles::new(info, &node.children);
+        let seeded = roles.attr("seed").is_some_and(|a| {
+            !self.egraph[a]
+                .nodes
+                .iter()
+                .any(|n| matches!(n.kind, NodeKind::None))
+        });
+        if seeded {
+            return None;
+        }
+        self.egraph[c].nodes.iter().find_map(|n| {
+            let u = self.egraph[*n.children.last()?].nodes.first()?.kind;
+            match u {
+                NodeKind::Unique(k) => self.egraph.analysis.unique_names.get(&k).cloned(),
+                _ => None,
+            }
+        })
+    }
+
     /// A name for a class's value: a graph output's name, else one of its original names not
-    /// taken, else a fresh one.
+    /// taken, else a fresh one. An unseeded random op keeps its own name.
     fn name_for(&mut self, c: Id, prefix: &str) -> String {
         if let Some(n) = self.output_name.get(&c) {
             return n.clone();
+        }
+        if let Some(n) = self.unseeded_random_name(c) {
+            if !self.used_names.contains(&n) && !self.is_output_name(&n) {
+                self.used_names.insert(n.clone());
+                return n;
+            }
         }
         let names = &self.egraph[c].data.names;
         for n in names {

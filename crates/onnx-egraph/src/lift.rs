@@ -197,6 +197,14 @@ pub fn lift_graph_in_scope(
             }
         }
         let (id, enode) = builder.outputs(n_out).add_to(&mut egraph)?;
+        if let (Some(&u), Some(Some(v))) = (enode.children.last(), node.outputs.first()) {
+            if let Some(NodeKind::Unique(k)) = egraph[u].nodes.first().map(|n| n.kind) {
+                egraph
+                    .analysis
+                    .unique_names
+                    .insert(k, graph.value(*v).name.to_string());
+            }
+        }
         let mut read: Vec<Id> = node
             .inputs
             .iter()
