@@ -4,9 +4,11 @@
 //! attributes or the function's defaults), and the body then converts with the graph around it.
 //! A function that is called nowhere after that is removed (the report says how many).
 //!
-//! Refused with a message naming the function: bodies with subgraph attributes, bodies whose
-//! ops bind other schema versions at the function's opset than at the model's, bodies with an
-//! unseeded random op (its stream is keyed by a name inlining changes), recursion.
+//! A body node's subgraphs are renamed with it: the body's values they read by their new names,
+//! the values they define apart. Refused with a message naming the function: bodies whose ops
+//! (subgraphs included) bind other schema versions at the function's opset than at the model's,
+//! bodies with an unseeded random op (its stream is keyed by a name inlining changes),
+//! recursion.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +26,7 @@ pub struct Inlined {
 /// Calls deeper than this are taken for recursion.
 const MAX_DEPTH: usize = 64;
 
-type FnKey = (String, String, String);
+pub(crate) type FnKey = (String, String, String);
 
 fn key_of_node(n: &NodeProto) -> FnKey {
     (
@@ -119,17 +121,10 @@ pub fn inline_local_functions(model: &ModelProto) -> Result<(ModelProto, Inlined
 /// binds the same schema version at the function's opset as at the model's.
 fn check_function(f: &FunctionProto, model_imports: &[OperatorSetIdProto]) -> Result<(), String> {
     let name = f.name.as_deref().unwrap_or("");
-    for n in &f.node {
+    let mut nodes = Vec::new();
+    all_nodes(&f.node, &mut nodes);
+    for n in nodes {
         let op = n.op_type.as_deref().unwrap_or("");
-        if n.attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-        {
-            return Err(format!(
-                "local function '{name}': node '{}' ({op}) has a subgraph; such bodies are not inlined, so the model cannot change opset",
-                n.name.as_deref().unwrap_or("")
-            ));
-        }
         let domain = n.domain.as_deref().unwrap_or("");
         if !normalize(domain).is_empty() {
             continue;
@@ -139,7 +134,14 @@ fn check_function(f: &FunctionProto, model_imports: &[OperatorSetIdProto]) -> Re
         // draws nothing at inference.
         let random = version_in(&f.opset_import, "")
             .and_then(|v| onnx_schema::registry().lookup("", op, v))
-            .is_some_and(|s| s.node_determinism == onnx_schema::NodeDeterminism::NonDeterministic);
+            .is_some_and(|s| {
+                // Control flow is nondeterministic only through its bodies, checked on their own.
+                s.node_determinism == onnx_schema::NodeDeterminism::NonDeterministic
+                    && !s
+                        .attributes
+                        .iter()
+                        .any(|a| a.ty == onnx_proto::attribute_proto::AttributeType::Graph)
+            });
         let seeded = n
             .attribute
             .iter()
@@ -166,6 +168,18 @@ fn check_function(f: &FunctionProto, model_imports: &[OperatorSetIdProto]) -> Re
         }
     }
     Ok(())
+}
+
+/// The nodes of a body, those of its subgraphs included.
+fn all_nodes<'a>(nodes: &'a [NodeProto], out: &mut Vec<&'a NodeProto>) {
+    for n in nodes {
+        out.push(n);
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                all_nodes(&sub.node, out);
+            }
+        }
+    }
 }
 
 pub(crate) fn collect_names(g: &GraphProto, out: &mut BTreeSet<String>) {
@@ -211,7 +225,7 @@ fn called(g: &GraphProto, funcs: &BTreeMap<FnKey, FunctionProto>, out: &mut BTre
     }
 }
 
-struct Inliner<'a> {
+pub(crate) struct Inliner<'a> {
     funcs: &'a BTreeMap<FnKey, FunctionProto>,
     /// Every value name in use (new ones are added).
     names: BTreeSet<String>,
@@ -219,7 +233,34 @@ struct Inliner<'a> {
     calls: usize,
 }
 
-impl Inliner<'_> {
+impl<'a> Inliner<'a> {
+    /// An inliner of `funcs`, renaming apart from the names of `model`.
+    pub(crate) fn new(funcs: &'a BTreeMap<FnKey, FunctionProto>, model: &ModelProto) -> Self {
+        let mut names = BTreeSet::new();
+        if let Some(g) = &model.graph {
+            collect_names(g, &mut names);
+        }
+        for f in &model.functions {
+            names.extend(f.input.iter().cloned());
+            names.extend(f.output.iter().cloned());
+            for n in &f.node {
+                names.extend(n.input.iter().cloned());
+                names.extend(n.output.iter().cloned());
+            }
+        }
+        Inliner {
+            funcs,
+            names,
+            counter: 0,
+            calls: 0,
+        }
+    }
+
+    /// Calls expanded so far.
+    pub(crate) fn calls(&self) -> usize {
+        self.calls
+    }
+
     fn fresh(&mut self, base: &str) -> String {
         loop {
             self.counter += 1;
@@ -230,7 +271,7 @@ impl Inliner<'_> {
         }
     }
 
-    fn graph(&mut self, g: &mut GraphProto, depth: usize) -> Result<(), String> {
+    pub(crate) fn graph(&mut self, g: &mut GraphProto, depth: usize) -> Result<(), String> {
         let nodes = std::mem::take(&mut g.node);
         let mut out = Vec::with_capacity(nodes.len());
         for mut n in nodes {
@@ -246,7 +287,12 @@ impl Inliner<'_> {
     }
 
     /// Appends `n` to `out`, or the body of the function it calls (recursively expanded).
-    fn node(&mut self, n: NodeProto, depth: usize, out: &mut Vec<NodeProto>) -> Result<(), String> {
+    pub(crate) fn node(
+        &mut self,
+        n: NodeProto,
+        depth: usize,
+        out: &mut Vec<NodeProto>,
+    ) -> Result<(), String> {
         let Some(f) = self.funcs.get(&key_of_node(&n)) else {
             out.push(n);
             return Ok(());
@@ -290,27 +336,12 @@ impl Inliner<'_> {
                 Some(bn) if !bn.is_empty() => format!("{call_name}/{bn}"),
                 _ => call_name.clone(),
             });
-            let mut attrs = Vec::with_capacity(c.attribute.len());
-            for a in c.attribute.drain(..) {
-                let Some(r) = a.ref_attr_name.clone() else {
-                    attrs.push(a);
-                    continue;
-                };
-                // The caller's attribute, else the function's default, else absent.
-                let given = n
-                    .attribute
-                    .iter()
-                    .find(|x| x.name.as_deref() == Some(r.as_str()))
-                    .or_else(|| {
-                        f.attribute_proto
-                            .iter()
-                            .find(|x| x.name.as_deref() == Some(r.as_str()))
-                    });
-                if let Some(v) = given {
-                    let mut v = v.clone();
-                    v.name = a.name.clone();
-                    v.ref_attr_name = None;
-                    attrs.push(v);
+            let mut attrs = resolve_refs(std::mem::take(&mut c.attribute), &n, f);
+            // Subgraphs read the body's values by name: renamed the same way, their own
+            // values renamed apart.
+            for a in attrs.iter_mut() {
+                for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                    self.scope(sub, &map, &n, f, depth + 1)?;
                 }
             }
             c.attribute = attrs;
@@ -318,4 +349,88 @@ impl Inliner<'_> {
         }
         Ok(())
     }
+
+    /// Renames a subgraph of an inlined body node: the body's values it reads through `outer`,
+    /// the values it defines apart; then expands the calls in it.
+    fn scope(
+        &mut self,
+        g: &mut GraphProto,
+        outer: &BTreeMap<String, String>,
+        call: &NodeProto,
+        f: &FunctionProto,
+        depth: usize,
+    ) -> Result<(), String> {
+        let mut map = outer.clone();
+        let define = |this: &mut Self, x: &mut String, map: &mut BTreeMap<String, String>| {
+            if !x.is_empty() {
+                let m = this.fresh(x);
+                map.insert(x.clone(), m.clone());
+                *x = m;
+            }
+        };
+        for v in g.input.iter_mut() {
+            if let Some(x) = v.name.as_mut() {
+                define(self, x, &mut map);
+            }
+        }
+        for t in g.initializer.iter_mut() {
+            if let Some(x) = t.name.as_mut() {
+                define(self, x, &mut map);
+            }
+        }
+        for n in g.node.iter_mut() {
+            for x in n.input.iter_mut() {
+                if let Some(m) = map.get(x.as_str()) {
+                    *x = m.clone();
+                }
+            }
+            for x in n.output.iter_mut() {
+                define(self, x, &mut map);
+            }
+            n.attribute = resolve_refs(std::mem::take(&mut n.attribute), call, f);
+            for a in n.attribute.iter_mut() {
+                for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                    self.scope(sub, &map, call, f, depth)?;
+                }
+            }
+        }
+        for v in g.output.iter_mut().chain(g.value_info.iter_mut()) {
+            if let Some(m) = v.name.as_ref().and_then(|x| map.get(x)) {
+                v.name = Some(m.clone());
+            }
+        }
+        self.graph(g, depth)
+    }
+}
+
+/// A body node's attributes with references (`@alpha`) replaced by the caller's attribute,
+/// else the function's default; a reference to neither is dropped (the attribute is absent).
+fn resolve_refs(
+    attrs: Vec<onnx_proto::AttributeProto>,
+    call: &NodeProto,
+    f: &FunctionProto,
+) -> Vec<onnx_proto::AttributeProto> {
+    let mut out = Vec::with_capacity(attrs.len());
+    for a in attrs {
+        let Some(r) = a.ref_attr_name.clone() else {
+            out.push(a);
+            continue;
+        };
+        let given = call
+            .attribute
+            .iter()
+            .find(|x| x.name.as_deref() == Some(r.as_str()))
+            .or_else(|| {
+                f.attribute_proto
+                    .iter()
+                    .find(|x| x.name.as_deref() == Some(r.as_str()))
+            });
+        if let Some(v) = given {
+            let mut v = v.clone();
+            v.name = a.name.clone();
+            v.ref_attr_name = None;
+            out.push(v);
+        }
+    }
+    out
 }

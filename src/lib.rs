@@ -45,6 +45,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod expand;
 pub mod functions;
 pub mod fuzz;
 pub mod if_const;

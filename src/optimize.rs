@@ -193,6 +193,12 @@ pub fn render_table(o: &Outcome) -> String {
             o.report.inlined_calls, o.report.inlined_functions
         ));
     }
+    if o.report.expanded_bodies > 0 {
+        s.push_str(&format!(
+            "function bodies: {} node(s) of ops the target lacks written as their schema's body\n",
+            o.report.expanded_bodies
+        ));
+    }
     if o.report.functions_converted > 0 {
         s.push_str(&format!(
             "local functions: {} converted in place to the target opset\n",

@@ -95,6 +95,8 @@ pub struct Report {
     pub inlined_functions: usize,
     /// Model-local functions whose bodies were converted in place to the target opset.
     pub functions_converted: usize,
+    /// Nodes of ops the target lacks replaced by their schema's function body.
+    pub expanded_bodies: usize,
     /// If nodes with a constant condition replaced by the branch they take.
     pub spliced_ifs: usize,
     /// Milliseconds spent optimizing (check excluded).
@@ -293,6 +295,30 @@ impl Optimizer {
         let origin = crate::model_origin(model);
         let phases = self.phases()?;
         let original = model.to_proto();
+        // Ops the target lacks that onnx writes as a function body: expanded first.
+        let expanded_model;
+        let mut expanded = 0;
+        let model = match self.target_opset {
+            Some(t) if model.opset_version("").is_some_and(|s| s != t) => {
+                let (proto, n) = crate::expand::expand_for_target(&original, t).map_err(|msg| {
+                    Error::Optimize {
+                        path: origin.clone().into(),
+                        source: onnx_egraph::EGraphError::Unsupported(msg),
+                    }
+                })?;
+                expanded = n;
+                match n {
+                    0 => model,
+                    _ => {
+                        expanded_model = self.fold_constant_ifs(proto, &origin)?;
+                        &expanded_model
+                    }
+                }
+            }
+            _ => model,
+        };
+        let expanded_proto = (expanded > 0).then(|| model.to_proto());
+        let unit_source = expanded_proto.as_ref().unwrap_or(&original);
         // Converting to another opset: model-local functions are converted in place where
         // their calls type them (`functions.rs`), else inlined first (their bodies are written
         // at the model's opset and convert with the graph).
@@ -315,7 +341,7 @@ impl Optimizer {
                     })?;
                     Ok(out.model.to_proto())
                 };
-                crate::functions::convert_in_place(&original, t, &unit).map_err(|msg| {
+                crate::functions::convert_in_place(unit_source, t, &unit).map_err(|msg| {
                     Error::Optimize {
                         path: origin.clone().into(),
                         source: onnx_egraph::EGraphError::Unsupported(msg),
@@ -324,33 +350,32 @@ impl Optimizer {
             }
             _ => None,
         };
-        let model = match self.target_opset {
-            Some(_) if converted_in_place.is_some() => {
-                let (proto, done) = converted_in_place.expect("checked");
-                in_place = done;
-                inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
-                    path: origin.clone().into(),
-                    source,
-                })?;
-                &inlined_model
-            }
-            Some(t) if source_opset.is_some_and(|s| s != t) && !model.functions.is_empty() => {
-                let (proto, done) =
-                    crate::inline::inline_local_functions(&original).map_err(|msg| {
-                        Error::Optimize {
+        let model =
+            match self.target_opset {
+                Some(_) if converted_in_place.is_some() => {
+                    let (proto, done) = converted_in_place.expect("checked");
+                    in_place = done;
+                    inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
+                        path: origin.clone().into(),
+                        source,
+                    })?;
+                    &inlined_model
+                }
+                Some(t) if source_opset.is_some_and(|s| s != t) && !model.functions.is_empty() => {
+                    let (proto, done) = crate::inline::inline_local_functions(unit_source)
+                        .map_err(|msg| Error::Optimize {
                             path: origin.clone().into(),
                             source: onnx_egraph::EGraphError::Unsupported(msg),
-                        }
+                        })?;
+                    inlined = done;
+                    inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
+                        path: origin.clone().into(),
+                        source,
                     })?;
-                inlined = done;
-                inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
-                    path: origin.clone().into(),
-                    source,
-                })?;
-                &inlined_model
-            }
-            _ => model,
-        };
+                    &inlined_model
+                }
+                _ => model,
+            };
         let before = ModelInfo::of(&original);
         let t1 = std::time::Instant::now();
         // Up to a later opset: converted first (the version phase alone), then optimized at
@@ -364,9 +389,10 @@ impl Optimizer {
         };
         let (mut optimized, mut egraph) = self.run_phases(model, first, None, &origin)?;
         // An If whose condition folded to a constant: its branch is spliced in and the model
-        // optimized again (at most a few rounds; each removes at least one If).
+        // optimized again (at most a few rounds; each removes at least one If). A conversion
+        // does so where it wrote function bodies (AffineGrid's picks its rank by an If).
         let mut spliced_ifs = 0;
-        if !self.pipeline.phases.is_empty() {
+        if !self.pipeline.phases.is_empty() || expanded > 0 {
             for _ in 0..4 {
                 let mut p = optimized.to_proto();
                 let n = crate::if_const::splice_constant_ifs(&mut p);
@@ -435,6 +461,7 @@ impl Optimizer {
                 inlined_calls: inlined.calls,
                 inlined_functions: inlined.functions,
                 functions_converted: in_place.functions,
+                expanded_bodies: expanded,
                 spliced_ifs,
                 optimize_ms,
                 estimate_before: egraph.main.estimate_before,
@@ -443,6 +470,39 @@ impl Optimizer {
                 egraph,
             },
         })
+    }
+
+    /// A model with written-out function bodies, folded at its own opset and with each If of
+    /// a constant condition replaced by its branch (a body such as AffineGrid's picks its rank
+    /// by an If), so the conversion after sees typed values.
+    fn fold_constant_ifs(
+        &self,
+        mut proto: onnx_proto::ModelProto,
+        origin: &str,
+    ) -> Result<Model, Error> {
+        let ir = |p: onnx_proto::ModelProto| {
+            Model::from_proto(p).map_err(|source| Error::Ir {
+                path: origin.into(),
+                source,
+            })
+        };
+        for _ in 0..4 {
+            let options = OptimizeOptions {
+                target_opset: None,
+                ..self.options(Vec::new())
+            };
+            let folded = onnx_egraph::optimize_model(&ir(proto.clone())?, options)
+                .map_err(|source| Error::Optimize {
+                    path: origin.into(),
+                    source,
+                })?
+                .0;
+            proto = folded.to_proto();
+            if crate::if_const::splice_constant_ifs(&mut proto) == 0 {
+                break;
+            }
+        }
+        ir(proto)
     }
 
     fn run_phases(

@@ -189,7 +189,8 @@ fn torch_exported_models_convert_down() {
 
 /// Local functions change only when the opset changes. A function its calls type is converted
 /// in place (its body at the target, the function kept, with a subgraph in the body too); one
-/// with an attribute reference is inlined; a recursive one is refused by name.
+/// with an attribute reference is inlined (with a subgraph too); a recursive one is refused by
+/// name.
 #[test]
 fn local_functions_convert_in_place_or_inline_or_refuse_by_name() {
     let with_fn = |body: &str, attrs: &str| {
@@ -251,6 +252,21 @@ F {attrs} (a, c) => (b) {{
         (0, 1)
     );
     assert!(out.model.functions.is_empty());
+    // An attribute reference and a subgraph: inlined, the branch renamed with the body (it
+    // reads `a` and `k` by their new names) and its own reference resolved.
+    let both = onnx_opt::parse_text(&with_fn(
+        "  k = Constant <value_float: float = @alpha> ()\n  b = If (c) <then_branch = g1 () => (float[2,3] t) { t = Mul (a, k) }, else_branch = g2 () => (float[2,3] e) { s = Constant <value_float: float = @alpha> ()\n e = Sub (a, s) }>",
+        "<alpha: float = 2.0>",
+    ))
+    .unwrap();
+    let out = onnx_opt::Optimizer::converter(13)
+        .check(5)
+        .optimize(&both)
+        .unwrap();
+    assert_eq!(
+        (out.report.functions_converted, out.report.inlined_calls),
+        (0, 1)
+    );
     // Recursion: refused.
     let rec = onnx_opt::parse_text(&with_fn("  b = local.F (a, c)", "")).unwrap();
     let err = onnx_opt::Optimizer::converter(13)

@@ -35,11 +35,9 @@ fn window(
     let code = ctx.attr_int("output_datatype", DType::Float.code() as i64)?;
     let dtype = DType::from_code(code as i32)
         .ok_or_else(|| ctx.err(format!("unknown output_datatype {code}")))?;
-    let denom = if periodic {
-        n as f64
-    } else {
-        (n - 1).max(1) as f64
-    };
+    // A symmetric window of one sample divides 0 by 0: NaN, as onnx's reference, its function
+    // body and onnxruntime compute it.
+    let denom = if periodic { n as f64 } else { (n - 1) as f64 };
     let v: Vec<f64> = (0..n).map(|i| f(i as f64, denom)).collect();
     one(super::cast_tensor(
         &Tensor::from_vec(&[n as usize], v)?,

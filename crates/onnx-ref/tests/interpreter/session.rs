@@ -234,3 +234,32 @@ fn random_inputs_are_seeded_and_shaped() {
         vec![1, 3]
     );
 }
+
+/// A symmetric window of one sample divides 0 by 0 (`size - 1`): NaN, as onnx's reference,
+/// the windows' function bodies and onnxruntime compute it; a periodic one is defined.
+#[test]
+fn symmetric_window_of_one_sample_is_nan() {
+    for op in ["HannWindow", "HammingWindow", "BlackmanWindow"] {
+        let mut n = node(op, "w", &["size"], &["y"]);
+        n.attribute.push(AttributeProto {
+            name: Some("periodic".into()),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
+            i: Some(0),
+            ..Default::default()
+        });
+        let size = Value::Tensor(Tensor::scalar(1i64));
+        let out = eval_node(&n, 17, &[Some(size.clone())]).unwrap_or_else(|e| panic!("{e}"));
+        let Value::Tensor(t) = &out[0] else {
+            panic!("{op}: not a tensor")
+        };
+        let v = t.to_f64_vec().unwrap_or_else(|e| panic!("{e}"));
+        assert!(v.len() == 1 && v[0].is_nan(), "{op}: {v:?}");
+        n.attribute.clear();
+        let out = eval_node(&n, 17, &[Some(size)]).unwrap_or_else(|e| panic!("{e}"));
+        let Value::Tensor(t) = &out[0] else {
+            panic!("{op}: not a tensor")
+        };
+        let v = t.to_f64_vec().unwrap_or_else(|e| panic!("{e}"));
+        assert!(v.len() == 1 && v[0].is_finite(), "{op}: {v:?}");
+    }
+}
