@@ -705,11 +705,13 @@ def split_num_outputs_steps() -> list[str]:
             "  where is_absent(s)",
         ]))
         out.append("\n".join([
-            f"# Split-18 with num_outputs == Split-13 where the dim divides (no split input{more}",
+            f"# Split-18 with num_outputs {n} == Split-13 where the dim divides (no split input{more};",
+            "# num_outputs must be the node's output count: a node with fewer outputs than parts",
+            "# reads the first parts of num_outputs, where Split-13 would split by its outputs)",
             f"rule split_18_to_13_even{sfx} [version, step, exact]:",
-            f"  Split@18{head}<num_outputs: k, axis: a, ..rest>(input) => Split@13{head}<axis: a, ..rest>(input)",
-            "  where dim(input, a) % k == 0",
-            f"  hint k == {n} && a == 0 && dim(input, 0) == {2 * n}",
+            f"  Split@18{head}<num_outputs: {n}, axis: a, ..rest>(input) => Split@13{head}<axis: a, ..rest>(input)",
+            f"  where dim(input, a) % {n} == 0",
+            f"  hint a == 0 && dim(input, 0) == {2 * n}",
         ]))
     return out
 
