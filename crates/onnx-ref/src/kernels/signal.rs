@@ -19,10 +19,15 @@ fn window(
     inputs: &[Option<&Value>],
     f: impl Fn(f64, f64) -> f64,
 ) -> Result<Vec<Value>> {
-    let size = ctx
-        .input(inputs, 0)?
-        .to_i64_vec()
-        .map_err(|e| e.in_node(&ctx.node_ref()))?;
+    // `size` is a scalar (the function bodies feed it to Range, which takes scalars only).
+    let t = ctx.input(inputs, 0)?;
+    if t.rank() != 0 {
+        return Err(ctx.err(format!(
+            "size must be a scalar, not of shape {:?}",
+            t.shape()
+        )));
+    }
+    let size = t.to_i64_vec().map_err(|e| e.in_node(&ctx.node_ref()))?;
     let n = *size
         .first()
         .ok_or_else(|| ctx.err("size must have one value"))?;
@@ -31,7 +36,11 @@ fn window(
     }
     // A size read from data: refuse one past the allocation limit instead of aborting.
     crate::tensor::check_size("window", &[n as usize]).map_err(|e| e.in_node(&ctx.node_ref()))?;
-    let periodic = ctx.attr_int("periodic", 1)? == 1;
+    let periodic = match ctx.attr_int("periodic", 1)? {
+        0 => false,
+        1 => true,
+        p => return Err(ctx.err(format!("periodic must be 0 or 1, not {p}"))),
+    };
     let code = ctx.attr_int("output_datatype", DType::Float.code() as i64)?;
     let dtype = DType::from_code(code as i32)
         .ok_or_else(|| ctx.err(format!("unknown output_datatype {code}")))?;

@@ -236,7 +236,8 @@ fn random_inputs_are_seeded_and_shaped() {
 }
 
 /// A symmetric window of one sample divides 0 by 0 (`size - 1`): NaN, as onnx's reference,
-/// the windows' function bodies and onnxruntime compute it; a periodic one is defined.
+/// the windows' function bodies and onnxruntime compute it; a periodic one is defined. A size
+/// that is not a scalar, and `periodic` other than 0 or 1, are errors.
 #[test]
 fn symmetric_window_of_one_sample_is_nan() {
     for op in ["HannWindow", "HammingWindow", "BlackmanWindow"] {
@@ -261,5 +262,20 @@ fn symmetric_window_of_one_sample_is_nan() {
         };
         let v = t.to_f64_vec().unwrap_or_else(|e| panic!("{e}"));
         assert!(v.len() == 1 && v[0].is_finite(), "{op}: {v:?}");
+        // `size` is a scalar and `periodic` 0 or 1 (the function bodies assume both).
+        let one =
+            Value::Tensor(Tensor::from_vec(&[1], vec![4i64]).unwrap_or_else(|e| panic!("{e}")));
+        let err = eval_node(&n, 17, &[Some(one)]).unwrap_err().to_string();
+        assert!(err.contains("size must be a scalar"), "{op}: {err}");
+        n.attribute.push(AttributeProto {
+            name: Some("periodic".into()),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
+            i: Some(2),
+            ..Default::default()
+        });
+        let err = eval_node(&n, 17, &[Some(Value::Tensor(Tensor::scalar(4i64)))])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("periodic must be 0 or 1"), "{op}: {err}");
     }
 }
