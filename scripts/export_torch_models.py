@@ -5,6 +5,9 @@ Writes, for NAME in cnn, bert, llama:
   tests/models/torch/NAME_opset18.onnx   single file, no external data
   tests/models/torch/NAME_io.npz         one input set and torch's outputs (keys: the ONNX input
                                          and output names), only when it is under 50 KB
+and, with the TorchScript exporter's `export_modules_as_functions` (model-local functions):
+  tests/models/torch/blocks_functions_opset18.onnx   two calls of one function (Linear,
+                                         LayerNorm, GELU, residual) and a softmax head
 
 The weights are PyTorch's default initialisation under fixed seeds (plus random BatchNorm
 statistics), so two runs with the same versions give the same weights. The ONNX bytes may still
@@ -316,6 +319,43 @@ def export(name, out_dir):
     print("  ops:", ", ".join(f"{op} {c}" for op, c in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
+class Block(nn.Module):
+    def __init__(self, hidden=16):
+        super().__init__()
+        self.lin = nn.Linear(hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, x):
+        return F.gelu(self.norm(self.lin(x))) + x
+
+
+class Blocks(nn.Module):
+    def __init__(self, hidden=16, classes=4):
+        super().__init__()
+        self.b1, self.b2 = Block(hidden), Block(hidden)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        return torch.softmax(self.head(self.b2(self.b1(x))), -1)
+
+
+def export_functions(out_dir):
+    """The TorchScript exporter with each Block as a model-local function (domain __main__)."""
+    torch.manual_seed(3)
+    model = Blocks().eval()
+    x = torch.randn(2, 8, 16)
+    path = os.path.join(out_dir, "blocks_functions_opset18.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), path, opset_version=OPSET, dynamo=False,
+                          export_modules_as_functions={Block},
+                          input_names=["x"], output_names=["y"])
+    loaded = onnx.load(path)
+    onnx.checker.check_model(loaded, full_check=True)
+    print(f"blocks_functions: {path} ({os.path.getsize(path)} bytes), "
+          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions")
+
+
 def main():
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo_root, "tests", "models", "torch")
@@ -324,6 +364,7 @@ def main():
           f"onnx {onnx.__version__}")
     for name in ("cnn", "bert", "llama"):
         export(name, out_dir)
+    export_functions(out_dir)
 
 
 if __name__ == "__main__":

@@ -187,6 +187,43 @@ fn torch_exported_models_convert_down() {
     insta::assert_snapshot!(table);
 }
 
+/// A TorchScript export with model-local functions (`export_modules_as_functions`): down to 11
+/// the function is converted in place (its LayerNormalization written out), kept and called
+/// twice, and the outputs are checked.
+#[test]
+fn torch_exported_local_functions_convert_in_place() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/models/torch/blocks_functions_opset18.onnx");
+    let model = onnx_opt::load(&path).unwrap();
+    for target in [17, 14, 13, 11] {
+        let out = onnx_opt::Optimizer::converter(target)
+            .check(3)
+            .optimize(&model)
+            .unwrap_or_else(|e| panic!("-> {target}: {}", chain(&e)));
+        assert_eq!(out.report.functions_converted, 1, "-> {target}");
+        assert_eq!(out.report.inlined_calls, 0, "-> {target}");
+        let f = &out.model.functions[0];
+        let ops: Vec<&str> = f.body.nodes.iter().map(|n| n.op_type.as_str()).collect();
+        assert_eq!(
+            ops.contains(&"LayerNormalization"),
+            target >= 17,
+            "-> {target}: {ops:?}"
+        );
+        assert!(f
+            .opset_imports
+            .iter()
+            .any(|o| o.domain.is_empty() && o.version == target));
+        let calls = out
+            .model
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.op_type.as_str() == "Block")
+            .count();
+        assert_eq!(calls, 2, "-> {target}");
+    }
+}
+
 /// Local functions change only when the opset changes. A function its calls type is converted
 /// in place (its body at the target, the function kept, with a subgraph in the body too); one
 /// with an attribute reference is inlined (with a subgraph too); a recursive one is refused by
