@@ -398,17 +398,28 @@ pub(crate) fn literal_input(
     let dtype = if let Some(inner) = ts.strip_prefix("tensor(").and_then(|x| x.strip_suffix(')')) {
         onnx_schema::element_type_from_name(inner).map(|d| d as i32)
     } else {
-        given
-            .iter()
-            .find_map(|(&o, id)| {
-                let id = (*id)?;
-                if type_str(o).as_deref() != Some(ts.as_str()) {
-                    return None;
-                }
-                let ty = eg[id].data.ty.as_ref()?;
-                onnx_schema::infer::elem_type_of(ty).filter(|&e| e != 0)
-            })
-            .or_else(|| constraint_type(schema, &ts, v))
+        // An input given for the same type parameter fixes it; one whose type is not known
+        // leaves the literal's type unknown (guessing float would merge values of two types).
+        let mut unknown = false;
+        let from_given = given.iter().find_map(|(&o, id)| {
+            let id = (*id)?;
+            if type_str(o).as_deref() != Some(ts.as_str()) {
+                return None;
+            }
+            let e = eg[id]
+                .data
+                .ty
+                .as_ref()
+                .and_then(onnx_schema::infer::elem_type_of)
+                .filter(|&e| e != 0);
+            unknown |= e.is_none();
+            e
+        });
+        match (from_given, unknown) {
+            (Some(e), _) => Some(e),
+            (None, true) => None,
+            (None, false) => constraint_type(schema, &ts, v),
+        }
     }
     .ok_or_else(|| format!("cannot tell the element type of a literal input of {op_type}"))?;
     // A logical parameter whose input is a 1-element tensor where its attribute was a scalar.
