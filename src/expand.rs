@@ -5,8 +5,12 @@
 //! nested ops the target lacks expanded the same way), and the body then converts with the
 //! graph. The result is checked against the original like any conversion.
 //!
+//! Ops whose body onnx builds per node (Attention, RotaryEmbedding, ...): a node of the main
+//! graph takes the recorded instance built for a node like it ([`instance_fits`]), if any.
+//!
 //! Left to the version rules (`rules/version/decompose.rules`): ops those rules write out by
-//! hand, and ops whose body onnx builds per node (LayerNormalization, Gelu, ...). Not used: the
+//! hand (LayerNormalization, Gelu, ...; LayerNormalization with its statistics outputs takes an
+//! instance, which the rules do not cover). Not used: the
 //! bodies listed in `UNSOUND_BODIES` (AffineGrid's differs from the op at a size of 1), and a
 //! body whose ops bind, at the model's opset, versions of another signature than at its own.
 
@@ -68,14 +72,29 @@ fn decomposed_by_rules() -> BTreeSet<String> {
 /// The body of `op` (bound at `model_opset`) to expand for a target that lacks it, with the
 /// schema's attribute defaults as the function's.
 fn body_for(op: &str, model_opset: i64, target: i64) -> Option<FunctionProto> {
+    let schema = lacking(op, model_opset, target)?;
+    usable(schema.function_body(model_opset)?, schema, model_opset)
+}
+
+/// The schema `op` binds at the model's opset, when the target has no (usable) version of it.
+fn lacking(op: &str, model_opset: i64, target: i64) -> Option<&'static onnx_schema::OpSchema> {
     let reg = onnx_schema::registry();
     let schema = reg.lookup("", op, model_opset)?;
     if reg.lookup("", op, target).is_some_and(|s| !s.deprecated) {
         return None;
     }
-    let mut body = schema.function_body(model_opset)?;
-    // Each body op must bind the same schema at the body's opset as at the model's (the body
-    // is lifted at the model's).
+    Some(schema)
+}
+
+/// A body that can be lifted at the model's opset (each op binds a version of the same
+/// signature there as at the body's own opset), with the schema's attribute defaults as the
+/// function's.
+fn usable(
+    mut body: FunctionProto,
+    schema: &onnx_schema::OpSchema,
+    model_opset: i64,
+) -> Option<FunctionProto> {
+    let reg = onnx_schema::registry();
     let fv = default_opset(&body.opset_import)?;
     let mut ops = BTreeSet::new();
     ops_in(
@@ -107,6 +126,118 @@ fn body_for(op: &str, model_opset: i64, target: i64) -> Option<FunctionProto> {
     }
     Some(body)
 }
+
+/// The attribute names a body refers to (`@name`), subgraphs included.
+fn referenced(nodes: &[onnx_proto::NodeProto], out: &mut BTreeSet<String>) {
+    for n in nodes {
+        for a in &n.attribute {
+            if let Some(r) = a.ref_attr_name.as_ref().filter(|r| !r.is_empty()) {
+                out.insert(r.clone());
+            }
+            for g in a.g.iter().chain(&a.graphs) {
+                referenced(&g.node, out);
+            }
+        }
+    }
+}
+
+/// Whether a recorded instance of a context-dependent function was built for a node like
+/// `node`: the same inputs present, the same element types (and dims, where the instance's
+/// types have them), and every attribute the body does not refer to holding the instance's
+/// value (else the schema's default).
+fn instance_fits(
+    node: &onnx_proto::NodeProto,
+    inst: &onnx_schema::FunctionInstance,
+    schema: &onnx_schema::OpSchema,
+    types: &BTreeMap<String, onnx_proto::TypeProto>,
+) -> bool {
+    let present = |v: &[String], i: usize| v.get(i).is_some_and(|x| !x.is_empty());
+    let n = node.input.len().max(inst.node.input.len());
+    for i in 0..n {
+        if present(&node.input, i) != present(&inst.node.input, i) {
+            return false;
+        }
+        if !present(&node.input, i) {
+            continue;
+        }
+        let elem = |t: Option<&onnx_proto::TypeProto>| {
+            t.and_then(onnx_schema::infer::elem_type_of)
+                .filter(|&e| e != 0)
+        };
+        let theirs_ty = inst.input_types.get(i).and_then(Option::as_ref);
+        let theirs = elem(theirs_ty);
+        let ours = elem(types.get(&node.input[i]));
+        if ours.is_none() || ours != theirs {
+            return false;
+        }
+        // An instance built for a shape (a body sized by its channels, say) fits that shape.
+        if let Some(want) = theirs_ty.and_then(onnx_schema::infer::shape_of) {
+            let have = types
+                .get(&node.input[i])
+                .and_then(onnx_schema::infer::shape_of);
+            let fits = have.is_some_and(|h| {
+                h.len() == want.len()
+                    && h.iter()
+                        .zip(&want)
+                        .all(|(a, b)| b.known().is_none() || a == b)
+            });
+            if !fits {
+                return false;
+            }
+        }
+    }
+    if node.output.iter().filter(|o| !o.is_empty()).count() > inst.node.output.len()
+        || node.output.len() > inst.body.output.len()
+    {
+        return false;
+    }
+    let mut refs = BTreeSet::new();
+    referenced(&inst.body.node, &mut refs);
+    let default = |name: &str| {
+        schema
+            .attributes
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| a.default.clone())
+    };
+    let same = |a: &AttributeProto, b: &AttributeProto| {
+        let mut a = a.clone();
+        let mut b = b.clone();
+        a.name = None;
+        b.name = None;
+        a.doc_string = None;
+        b.doc_string = None;
+        a == b
+    };
+    let held = |name: &str, v: &AttributeProto| match inst
+        .node
+        .attribute
+        .iter()
+        .find(|x| x.name.as_deref() == Some(name))
+    {
+        Some(x) => same(v, x),
+        None => default(name).is_some_and(|d| same(v, &d)),
+    };
+    for a in &node.attribute {
+        let name = a.name.as_deref().unwrap_or("");
+        if !refs.contains(name) && !held(name, a) {
+            return false;
+        }
+    }
+    // An attribute the instance was built with and the node leaves at its default.
+    inst.node.attribute.iter().all(|x| {
+        let name = x.name.as_deref().unwrap_or("");
+        refs.contains(name)
+            || node
+                .attribute
+                .iter()
+                .any(|a| a.name.as_deref() == Some(name))
+            || default(name).is_some_and(|d| same(x, &d))
+    })
+}
+
+/// The domain of the stand-in ops that name a chosen instance (never written out).
+const INSTANCE_DOMAIN: &str = "onnx_opt.instance";
 
 /// Two versions of an op with the same inputs, outputs and attributes (names, options, types,
 /// defaults), and no change of meaning between them that the signature hides
@@ -148,8 +279,71 @@ pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto,
     }
     let by_rules = decomposed_by_rules();
     let mut funcs: BTreeMap<FnKey, FunctionProto> = BTreeMap::new();
-    // To a fixed point: a body's own ops may need their bodies.
+    let mut out = model.clone();
     let mut todo: Vec<String> = ops.into_iter().collect();
+    // Context-dependent bodies (Attention, RotaryEmbedding, LayerNormalization with its
+    // statistics outputs, ...): per node of the main graph, the recorded instance built for a
+    // node like it, if any.
+    if let Some(g) = out.graph.as_mut() {
+        let opsets: BTreeMap<String, i64> = [(String::new(), model_opset)].into();
+        let mut types: BTreeMap<String, onnx_proto::TypeProto> = BTreeMap::new();
+        for v in g.input.iter().chain(&g.output).chain(&g.value_info) {
+            if let (Some(n), Some(t)) = (&v.name, &v.r#type) {
+                types.insert(n.clone(), t.clone());
+            }
+        }
+        if let Ok(inferred) = onnx_schema::infer::infer_graph(g, &opsets) {
+            for (n, t) in inferred {
+                types.entry(n).or_insert(t);
+            }
+        }
+        for node in g.node.iter_mut() {
+            if !onnx_schema::normalize_domain(node.domain.as_deref().unwrap_or("")).is_empty() {
+                continue;
+            }
+            let op = node.op_type.clone().unwrap_or_default();
+            let several_outputs = node.output.iter().filter(|o| !o.is_empty()).count() > 1;
+            if (by_rules.contains(&op) && !several_outputs)
+                || UNSOUND_BODIES.iter().any(|(o, _)| *o == op)
+            {
+                continue;
+            }
+            let Some(schema) = lacking(&op, model_opset, target) else {
+                continue;
+            };
+            if schema.function_body(model_opset).is_some() {
+                continue;
+            }
+            let instances = schema.context_dependent_function_instances(model_opset);
+            let Some((k, inst)) = instances
+                .iter()
+                .enumerate()
+                .find(|(_, i)| instance_fits(node, i, schema, &types))
+            else {
+                continue;
+            };
+            let Some(body) = usable(inst.body.clone(), schema, model_opset) else {
+                continue;
+            };
+            let mut inner = BTreeSet::new();
+            ops_in(
+                &GraphProto {
+                    node: body.node.clone(),
+                    ..Default::default()
+                },
+                &mut inner,
+            );
+            todo.extend(inner);
+            let name = format!("{op}#{k}");
+            funcs.insert(
+                (INSTANCE_DOMAIN.to_string(), name.clone(), String::new()),
+                body,
+            );
+            node.domain = Some(INSTANCE_DOMAIN.to_string());
+            node.op_type = Some(name);
+        }
+    }
+    // To a fixed point: a body's own ops may need their bodies.
     let mut seen = BTreeSet::new();
     while let Some(op) = todo.pop() {
         if !seen.insert(op.clone())
@@ -180,7 +374,6 @@ pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto,
     if funcs.is_empty() {
         return Ok((model.clone(), 0));
     }
-    let mut out = model.clone();
     let mut inl = Inliner::new(&funcs, model);
     if let Some(g) = out.graph.as_mut() {
         inl.graph(g, 0)?;
