@@ -6,7 +6,7 @@
 //! graph. The result is checked against the original like any conversion.
 //!
 //! Ops whose body onnx builds per node (Attention, RotaryEmbedding, ...): a node of the main
-//! graph takes the recorded instance built for a node like it ([`instance_fits`]), if any.
+//! graph takes the recorded instance built for a node like it (`instance_fits`), if any.
 //!
 //! Left to the version rules (`rules/version/decompose.rules`): ops those rules write out by
 //! hand (LayerNormalization, Gelu, ...; LayerNormalization with its statistics outputs takes an
