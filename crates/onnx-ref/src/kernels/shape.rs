@@ -136,7 +136,11 @@ fn reshape(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     } else {
         int_input(ctx, inputs, 1)?
     };
-    let allowzero = ctx.attr_int("allowzero", 0)? == 1;
+    let allowzero = match ctx.attr_int("allowzero", 0)? {
+        0 => false,
+        1 => true,
+        a => return Err(ctx.err(format!("allowzero must be 0 or 1, not {a}"))),
+    };
     let target = reshape_target(t.shape(), &spec, allowzero)?;
     one(t.reshaped(&target)?)
 }

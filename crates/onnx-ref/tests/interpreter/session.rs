@@ -279,3 +279,23 @@ fn symmetric_window_of_one_sample_is_nan() {
         assert!(err.contains("periodic must be 0 or 1"), "{op}: {err}");
     }
 }
+
+/// Reshape's `allowzero` is 0 or 1; another value is an error, not read as 0 (the optimizer's
+/// rules read it as one of the two).
+#[test]
+fn reshape_allowzero_other_than_0_or_1_is_an_error() {
+    let mut n = node("Reshape", "r", &["x", "s"], &["y"]);
+    n.attribute.push(AttributeProto {
+        name: Some("allowzero".into()),
+        r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
+        i: Some(2),
+        ..Default::default()
+    });
+    let x =
+        Value::Tensor(Tensor::from_vec(&[3], vec![1i64, 2, 3]).unwrap_or_else(|e| panic!("{e}")));
+    let s = Value::Tensor(Tensor::from_vec(&[1], vec![0i64]).unwrap_or_else(|e| panic!("{e}")));
+    let err = eval_node(&n, 16, &[Some(x), Some(s)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("allowzero must be 0 or 1"), "{err}");
+}
