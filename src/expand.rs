@@ -47,6 +47,19 @@ const UNSOUND_BODIES: &[(&str, &str)] = &[(
      gives -1 (found by the fuzzer, seed 0x1fc8dd38b7691812)",
 )];
 
+/// The default-domain ops of a body, its subgraphs included.
+fn body_ops(body: &FunctionProto) -> BTreeSet<String> {
+    let mut ops = BTreeSet::new();
+    ops_in(
+        &GraphProto {
+            node: body.node.clone(),
+            ..Default::default()
+        },
+        &mut ops,
+    );
+    ops
+}
+
 /// The ops the built-in version rules write out by hand (their left roots).
 fn decomposed_by_rules() -> BTreeSet<String> {
     let sources: Vec<(String, String)> = crate::rules::VERSION
@@ -96,22 +109,13 @@ fn usable(
 ) -> Option<FunctionProto> {
     let reg = onnx_schema::registry();
     let fv = default_opset(&body.opset_import)?;
-    let mut ops = BTreeSet::new();
-    ops_in(
-        &GraphProto {
-            node: body.node.clone(),
-            ..Default::default()
-        },
-        &mut ops,
-    );
-    let same =
-        ops.iter().all(
-            |op| match (reg.lookup("", op, fv), reg.lookup("", op, model_opset)) {
-                (Some(a), Some(b)) => a.since_version == b.since_version || same_signature(a, b),
-                (None, None) => true,
-                _ => false,
-            },
-        );
+    let same = body_ops(&body).iter().all(|op| {
+        match (reg.lookup("", op, fv), reg.lookup("", op, model_opset)) {
+            (Some(a), Some(b)) => a.since_version == b.since_version || same_signature(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    });
     if !same {
         return None;
     }
@@ -325,15 +329,7 @@ pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto,
             let Some(body) = usable(inst.body.clone(), schema, model_opset) else {
                 continue;
             };
-            let mut inner = BTreeSet::new();
-            ops_in(
-                &GraphProto {
-                    node: body.node.clone(),
-                    ..Default::default()
-                },
-                &mut inner,
-            );
-            todo.extend(inner);
+            todo.extend(body_ops(&body));
             let name = format!("{op}#{k}");
             funcs.insert(
                 (INSTANCE_DOMAIN.to_string(), name.clone(), String::new()),
@@ -355,15 +351,7 @@ pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto,
         let Some(body) = body_for(&op, model_opset, target) else {
             continue;
         };
-        let mut inner = BTreeSet::new();
-        ops_in(
-            &GraphProto {
-                node: body.node.clone(),
-                ..Default::default()
-            },
-            &mut inner,
-        );
-        todo.extend(inner);
+        todo.extend(body_ops(&body));
         for domain in ["", "ai.onnx"] {
             funcs.insert(
                 (domain.to_string(), op.clone(), String::new()),

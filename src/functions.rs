@@ -16,23 +16,7 @@ use onnx_proto::{
     FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TypeProto, ValueInfoProto,
 };
 
-type FnKey = (String, String, String);
-
-fn key_of_node(n: &NodeProto) -> FnKey {
-    (
-        n.domain.clone().unwrap_or_default(),
-        n.op_type.clone().unwrap_or_default(),
-        n.overload.clone().unwrap_or_default(),
-    )
-}
-
-fn key_of_fn(f: &FunctionProto) -> FnKey {
-    (
-        f.domain.clone().unwrap_or_default(),
-        f.name.clone().unwrap_or_default(),
-        f.overload.clone().unwrap_or_default(),
-    )
-}
+use crate::inline::{key_of_fn, key_of_node, FnKey};
 
 fn opset_map(imports: &[OperatorSetIdProto]) -> BTreeMap<String, i64> {
     imports

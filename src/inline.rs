@@ -28,7 +28,7 @@ const MAX_DEPTH: usize = 64;
 
 pub(crate) type FnKey = (String, String, String);
 
-fn key_of_node(n: &NodeProto) -> FnKey {
+pub(crate) fn key_of_node(n: &NodeProto) -> FnKey {
     (
         n.domain.clone().unwrap_or_default(),
         n.op_type.clone().unwrap_or_default(),
@@ -36,7 +36,7 @@ fn key_of_node(n: &NodeProto) -> FnKey {
     )
 }
 
-fn key_of_fn(f: &FunctionProto) -> FnKey {
+pub(crate) fn key_of_fn(f: &FunctionProto) -> FnKey {
     (
         f.domain.clone().unwrap_or_default(),
         f.name.clone().unwrap_or_default(),
