@@ -306,10 +306,20 @@ impl Optimizer {
                         source: onnx_egraph::EGraphError::Unsupported(msg),
                     }
                 })?;
-                expanded = n;
-                match n {
-                    0 => model,
-                    _ => {
+                // Bodies that do not type-check for these nodes (MeanVarianceNormalization's
+                // holds a float constant, so not for float16) are not used: the conversion then
+                // refuses the node by name.
+                let infers = |p: &onnx_proto::ModelProto| {
+                    let opsets = onnx_schema::infer::opset_imports(&p.opset_import);
+                    p.graph
+                        .as_ref()
+                        .is_some_and(|g| onnx_schema::infer::infer_graph(g, &opsets).is_ok())
+                };
+                let checks = n > 0 && (infers(&proto) || !infers(&original));
+                match checks {
+                    false => model,
+                    true => {
+                        expanded = n;
                         expanded_model = self.fold_constant_ifs(proto, &origin)?;
                         &expanded_model
                     }
