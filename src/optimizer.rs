@@ -112,6 +112,15 @@ pub struct Report {
     pub egraph: OptimizeReport,
 }
 
+/// What preparing a conversion did (see `Optimizer::prepare_conversion`).
+#[derive(Default)]
+struct Prepared {
+    model: Option<Model>,
+    expanded: usize,
+    inlined: crate::inline::Inlined,
+    in_place: crate::functions::InPlace,
+}
+
 impl Optimizer {
     /// The default pipeline with the built-in rules, the check on three random inputs.
     pub fn new() -> Self {
@@ -295,97 +304,11 @@ impl Optimizer {
         let origin = crate::model_origin(model);
         let phases = self.phases()?;
         let original = model.to_proto();
-        // Ops the target lacks that onnx writes as a function body: expanded first.
-        let expanded_model;
-        let mut expanded = 0;
-        let model = match self.target_opset {
-            Some(t) if model.opset_version("").is_some_and(|s| s != t) => {
-                let (proto, n) = crate::expand::expand_for_target(&original, t).map_err(|msg| {
-                    Error::Optimize {
-                        path: origin.clone().into(),
-                        source: onnx_egraph::EGraphError::Unsupported(msg),
-                    }
-                })?;
-                // Bodies that do not type-check for these nodes (MeanVarianceNormalization's
-                // holds a float constant, so not for float16) are not used: the conversion then
-                // refuses the node by name.
-                let infers = |p: &onnx_proto::ModelProto| {
-                    let opsets = onnx_schema::infer::opset_imports(&p.opset_import);
-                    p.graph
-                        .as_ref()
-                        .is_some_and(|g| onnx_schema::infer::infer_graph(g, &opsets).is_ok())
-                };
-                let checks = n > 0 && (infers(&proto) || !infers(&original));
-                match checks {
-                    false => model,
-                    true => {
-                        expanded = n;
-                        expanded_model = self.fold_constant_ifs(proto, &origin)?;
-                        &expanded_model
-                    }
-                }
-            }
-            _ => model,
-        };
-        let expanded_proto = (expanded > 0).then(|| model.to_proto());
-        let unit_source = expanded_proto.as_ref().unwrap_or(&original);
-        // Converting to another opset: model-local functions are converted in place where
-        // their calls type them (`functions.rs`), else inlined first (their bodies are written
-        // at the model's opset and convert with the graph).
+        let prepared = self.prepare_conversion(model, &original, &origin)?;
+        let (expanded, inlined, in_place) =
+            (prepared.expanded, prepared.inlined, prepared.in_place);
         let source_opset = model.opset_version("");
-        let inlined_model;
-        let mut inlined = crate::inline::Inlined::default();
-        let mut in_place = crate::functions::InPlace::default();
-        let converted_in_place = match self.target_opset {
-            Some(t) if source_opset.is_some_and(|s| s != t) && !model.functions.is_empty() => {
-                let unit = |m: &onnx_proto::ModelProto| -> Result<onnx_proto::ModelProto, String> {
-                    let m = Model::from_proto(m.clone()).map_err(|e| e.to_string())?;
-                    let out = Optimizer::converter(t).check(0).optimize(&m).map_err(|e| {
-                        let mut msg = e.to_string();
-                        let mut src = std::error::Error::source(&e);
-                        while let Some(x) = src {
-                            msg.push_str(&format!(": {x}"));
-                            src = x.source();
-                        }
-                        msg
-                    })?;
-                    Ok(out.model.to_proto())
-                };
-                crate::functions::convert_in_place(unit_source, t, &unit).map_err(|msg| {
-                    Error::Optimize {
-                        path: origin.clone().into(),
-                        source: onnx_egraph::EGraphError::Unsupported(msg),
-                    }
-                })?
-            }
-            _ => None,
-        };
-        let model =
-            match self.target_opset {
-                Some(_) if converted_in_place.is_some() => {
-                    let (proto, done) = converted_in_place.expect("checked");
-                    in_place = done;
-                    inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
-                        path: origin.clone().into(),
-                        source,
-                    })?;
-                    &inlined_model
-                }
-                Some(t) if source_opset.is_some_and(|s| s != t) && !model.functions.is_empty() => {
-                    let (proto, done) = crate::inline::inline_local_functions(unit_source)
-                        .map_err(|msg| Error::Optimize {
-                            path: origin.clone().into(),
-                            source: onnx_egraph::EGraphError::Unsupported(msg),
-                        })?;
-                    inlined = done;
-                    inlined_model = Model::from_proto(proto).map_err(|source| Error::Ir {
-                        path: origin.clone().into(),
-                        source,
-                    })?;
-                    &inlined_model
-                }
-                _ => model,
-            };
+        let model = prepared.model.as_ref().unwrap_or(model);
         let before = ModelInfo::of(&original);
         let t1 = std::time::Instant::now();
         // Up to a later opset: converted first (the version phase alone), then optimized at
@@ -400,7 +323,7 @@ impl Optimizer {
         let (mut optimized, mut egraph) = self.run_phases(model, first, None, &origin)?;
         // An If whose condition folded to a constant: its branch is spliced in and the model
         // optimized again (at most a few rounds; each removes at least one If). A conversion
-        // does so where it wrote function bodies (AffineGrid's picks its rank by an If).
+        // does so where it wrote function bodies (some pick a case by an If).
         let mut spliced_ifs = 0;
         if !self.pipeline.phases.is_empty() || expanded > 0 {
             for _ in 0..4 {
@@ -480,6 +403,79 @@ impl Optimizer {
                 egraph,
             },
         })
+    }
+
+    /// Prepares a conversion to another opset: ops the target lacks written as their schema's
+    /// body (`expand.rs`; bodies that do not pass type inference are not used, and the
+    /// conversion then refuses those nodes by name), then model-local functions converted in
+    /// place where their calls type them (`functions.rs`), else inlined (`inline.rs`).
+    /// `model` is `None` when nothing changed.
+    fn prepare_conversion(
+        &self,
+        model: &Model,
+        original: &onnx_proto::ModelProto,
+        origin: &str,
+    ) -> Result<Prepared, Error> {
+        let mut out = Prepared::default();
+        let (Some(t), Some(source)) = (self.target_opset, model.opset_version("")) else {
+            return Ok(out);
+        };
+        if source == t {
+            return Ok(out);
+        }
+        let unsupported = |msg: String| Error::Optimize {
+            path: origin.into(),
+            source: onnx_egraph::EGraphError::Unsupported(msg),
+        };
+        let ir = |p: onnx_proto::ModelProto| {
+            Model::from_proto(p).map_err(|source| Error::Ir {
+                path: origin.into(),
+                source,
+            })
+        };
+        let (proto, n) = crate::expand::expand_for_target(original, t).map_err(unsupported)?;
+        let infers = |p: &onnx_proto::ModelProto| {
+            let opsets = onnx_schema::infer::opset_imports(&p.opset_import);
+            p.graph
+                .as_ref()
+                .is_some_and(|g| onnx_schema::infer::infer_graph(g, &opsets).is_ok())
+        };
+        let mut current = original.clone();
+        if n > 0 && (infers(&proto) || !infers(original)) {
+            out.expanded = n;
+            let m = self.fold_constant_ifs(proto, origin)?;
+            current = m.to_proto();
+            out.model = Some(m);
+        }
+        if current.functions.is_empty() {
+            return Ok(out);
+        }
+        let unit = |m: &onnx_proto::ModelProto| -> Result<onnx_proto::ModelProto, String> {
+            let m = Model::from_proto(m.clone()).map_err(|e| e.to_string())?;
+            let done = Optimizer::converter(t).check(0).optimize(&m).map_err(|e| {
+                let mut msg = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(x) = src {
+                    msg.push_str(&format!(": {x}"));
+                    src = x.source();
+                }
+                msg
+            })?;
+            Ok(done.model.to_proto())
+        };
+        match crate::functions::convert_in_place(&current, t, &unit).map_err(unsupported)? {
+            Some((proto, done)) => {
+                out.in_place = done;
+                out.model = Some(ir(proto)?);
+            }
+            None => {
+                let (proto, done) =
+                    crate::inline::inline_local_functions(&current).map_err(unsupported)?;
+                out.inlined = done;
+                out.model = Some(ir(proto)?);
+            }
+        }
+        Ok(out)
     }
 
     /// A model with written-out function bodies, folded at its own opset and with each If of
