@@ -18,14 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use onnx_proto::{AttributeProto, FunctionProto, GraphProto, ModelProto};
 
-use crate::inline::{FnKey, Inliner};
-
-fn default_opset(imports: &[onnx_proto::OperatorSetIdProto]) -> Option<i64> {
-    imports
-        .iter()
-        .find(|o| onnx_schema::normalize_domain(o.domain.as_deref().unwrap_or("")).is_empty())
-        .and_then(|o| o.version)
-}
+use crate::inline::{version_in, FnKey, Inliner};
 
 fn ops_in(g: &GraphProto, out: &mut BTreeSet<String>) {
     for n in &g.node {
@@ -108,7 +101,7 @@ fn usable(
     model_opset: i64,
 ) -> Option<FunctionProto> {
     let reg = onnx_schema::registry();
-    let fv = default_opset(&body.opset_import)?;
+    let fv = version_in(&body.opset_import, "")?;
     let same = body_ops(&body).iter().all(|op| {
         match (reg.lookup("", op, fv), reg.lookup("", op, model_opset)) {
             (Some(a), Some(b)) => a.since_version == b.since_version || same_signature(a, b),
@@ -274,7 +267,7 @@ fn same_signature(a: &onnx_schema::OpSchema, b: &onnx_schema::OpSchema) -> bool 
 /// Expands every node (main graph, subgraphs, local function bodies) whose op the target lacks
 /// and whose schema has a context-independent body; returns the model and how many nodes.
 pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto, usize), String> {
-    let Some(model_opset) = default_opset(&model.opset_import) else {
+    let Some(model_opset) = version_in(&model.opset_import, "") else {
         return Ok((model.clone(), 0));
     };
     let mut ops = BTreeSet::new();

@@ -12,21 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use onnx_proto::{
-    FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TypeProto, ValueInfoProto,
-};
+use onnx_proto::{FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
 
 use crate::inline::{key_of_fn, key_of_node, FnKey};
-
-fn opset_map(imports: &[OperatorSetIdProto]) -> BTreeMap<String, i64> {
-    imports
-        .iter()
-        .filter_map(|o| {
-            let d = onnx_schema::normalize_domain(o.domain.as_deref().unwrap_or(""));
-            Some((d.to_string(), o.version?))
-        })
-        .collect()
-}
 
 /// Whether an attribute (or a subgraph inside it) refers to an attribute of the function.
 fn has_attr_ref(nodes: &[NodeProto]) -> bool {
@@ -39,17 +27,19 @@ fn has_attr_ref(nodes: &[NodeProto]) -> bool {
 }
 
 fn has_subgraph_call(g: &GraphProto, funcs: &BTreeMap<FnKey, FunctionProto>) -> bool {
+    let calls_in = |s: &GraphProto| {
+        s.node.iter().any(|m| funcs.contains_key(&key_of_node(m))) || has_subgraph_call(s, funcs)
+    };
     g.node.iter().any(|n| {
-        n.attribute.iter().any(|a| {
-            a.g.iter()
-                .chain(&a.graphs)
-                .any(|s| s.node.iter().any(|m| funcs.contains_key(&key_of_node(m))))
-                || a.g
-                    .iter()
-                    .chain(&a.graphs)
-                    .any(|s| has_subgraph_call(s, funcs))
-        })
+        n.attribute
+            .iter()
+            .any(|a| a.g.iter().chain(&a.graphs).any(calls_in))
     })
+}
+
+/// The types of a call's inputs, when all are known.
+fn input_types(n: &NodeProto, types: &BTreeMap<String, TypeProto>) -> Option<Vec<TypeProto>> {
+    n.input.iter().map(|i| types.get(i).cloned()).collect()
 }
 
 fn value_info(name: &str, ty: Option<TypeProto>) -> ValueInfoProto {
@@ -90,7 +80,7 @@ fn main_graph_types(
     let Some(graph) = &model.graph else {
         return BTreeMap::new();
     };
-    let opsets = opset_map(&model.opset_import);
+    let opsets = onnx_schema::infer::opset_imports(&model.opset_import);
     let mut known: BTreeMap<String, TypeProto> = BTreeMap::new();
     for v in graph
         .input
@@ -131,17 +121,14 @@ fn main_graph_types(
             {
                 continue;
             }
-            let Some(types) = n
-                .input
-                .iter()
-                .map(|i| known.get(i).cloned())
-                .collect::<Option<Vec<_>>>()
-            else {
+            let Some(types) = input_types(n, &known) else {
                 continue;
             };
             let body = body_graph(f, &types);
-            let Ok(out) = onnx_schema::infer::infer_graph(&body, &opset_map(&f.opset_import))
-            else {
+            let Ok(out) = onnx_schema::infer::infer_graph(
+                &body,
+                &onnx_schema::infer::opset_imports(&f.opset_import),
+            ) else {
                 continue;
             };
             for (o, fo) in n.output.iter().zip(&f.output) {
@@ -217,12 +204,7 @@ pub fn convert_in_place(
         if n.input.len() != f.input.len() || n.input.iter().any(|i| i.is_empty()) {
             return Ok(None);
         }
-        let Some(here) = n
-            .input
-            .iter()
-            .map(|i| types.get(i).cloned())
-            .collect::<Option<Vec<_>>>()
-        else {
+        let Some(here) = input_types(n, &types) else {
             return Ok(None);
         };
         match typing.get_mut(&key) {
@@ -250,7 +232,7 @@ pub fn convert_in_place(
             return Ok(None);
         };
         let name = f.name.clone().unwrap_or_default();
-        let opsets = opset_map(&f.opset_import);
+        let opsets = onnx_schema::infer::opset_imports(&f.opset_import);
         match opsets.get("") {
             Some(&v) if v != target => {}
             // A body without default-domain ops, or already at the target: kept.

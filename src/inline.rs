@@ -48,7 +48,7 @@ fn normalize(domain: &str) -> &str {
     onnx_schema::normalize_domain(domain)
 }
 
-fn version_in(imports: &[OperatorSetIdProto], domain: &str) -> Option<i64> {
+pub(crate) fn version_in(imports: &[OperatorSetIdProto], domain: &str) -> Option<i64> {
     imports
         .iter()
         .find(|o| normalize(o.domain.as_deref().unwrap_or("")) == normalize(domain))
