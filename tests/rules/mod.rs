@@ -524,10 +524,76 @@ g (float[2,3] x) => (float[2,3] y) {
             "Clip",
             1,
         ),
+        (
+            "GroupNorm's export over a dynamic batch and length fuses (the Reshape back reads Shape)",
+            GROUP_NORM_DYNAMIC,
+            "GroupNormalization",
+            1,
+        ),
+        (
+            "GroupNorm's export with a scale on the last axis instead of the channel",
+            r#"<ir_version: 10, opset_import: ["" : 21]>
+g (float[2,4,4] x) => (float[2,4,4] y) {
+  s = Constant <value = int64[3] {0, 2, -1}> ()
+  one = Constant <value = float[2] {1.0, 1.0}> ()
+  zero = Constant <value = float[2] {0.0, 0.0}> ()
+  gm = Constant <value = float[4] {1.0, 2.0, 0.5, -1.0}> ()
+  bt = Constant <value = float[4,1] {0.0, 0.1, -0.2, 0.3}> ()
+  r = Reshape(x, s)
+  n = InstanceNormalization(r, one, zero)
+  sh = Shape(x)
+  b = Reshape(n, sh)
+  m = Mul(b, gm)
+  y = Add(m, bt)
+}"#,
+            "InstanceNormalization",
+            1,
+        ),
+        (
+            "GroupNorm's export whose InstanceNormalization scales the groups",
+            r#"<ir_version: 10, opset_import: ["" : 21]>
+g (float[2,4,4] x) => (float[2,4,4] y) {
+  s = Constant <value = int64[3] {0, 2, -1}> ()
+  one = Constant <value = float[2] {1.0, 2.0}> ()
+  zero = Constant <value = float[2] {0.0, 0.0}> ()
+  gm = Constant <value = float[4,1] {1.0, 2.0, 0.5, -1.0}> ()
+  bt = Constant <value = float[4,1] {0.0, 0.1, -0.2, 0.3}> ()
+  r = Reshape(x, s)
+  n = InstanceNormalization(r, one, zero)
+  sh = Shape(x)
+  b = Reshape(n, sh)
+  m = Mul(b, gm)
+  y = Add(m, bt)
+}"#,
+            "InstanceNormalization",
+            1,
+        ),
+        (
+            "GroupNorm's export below opset 21 (GroupNormalization-18 scales per group)",
+            &GROUP_NORM_DYNAMIC.replace("\"\" : 21", "\"\" : 20"),
+            "InstanceNormalization",
+            1,
+        ),
     ];
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// torch's export of GroupNorm(2 groups, 4 channels) over a 3-D input of dynamic batch and length.
+const GROUP_NORM_DYNAMIC: &str = r#"<ir_version: 10, opset_import: ["" : 21]>
+g (float[N,4,L] x) => (float[N,4,L] y) {
+  s = Constant <value = int64[3] {0, 2, -1}> ()
+  one = Constant <value = float[2] {1.0, 1.0}> ()
+  zero = Constant <value = float[2] {0.0, 0.0}> ()
+  gm = Constant <value = float[4,1] {1.0, 2.0, 0.5, -1.0}> ()
+  bt = Constant <value = float[1,4,1] {0.0, 0.1, -0.2, 0.3}> ()
+  r = Reshape(x, s)
+  n = InstanceNormalization <epsilon = 0.001> (r, one, zero)
+  sh = Shape(x)
+  b = Reshape(n, sh)
+  m = Mul(b, gm)
+  y = Add(m, bt)
+}"#;
 
 /// The generated version steps (rules/version/steps.rules) have no case files; each one's
 /// first instance that the prover finds (a fired, agreeing draw, seeded) is written here as its
