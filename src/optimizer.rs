@@ -99,6 +99,8 @@ pub struct Report {
     pub expanded_bodies: usize,
     /// If nodes with a constant condition replaced by the branch they take.
     pub spliced_ifs: usize,
+    /// MatMul nodes removed by merging MatMuls that share their input (`sibling_matmul.rs`).
+    pub merged_matmuls: usize,
     /// Milliseconds spent optimizing (check excluded).
     pub optimize_ms: f64,
     /// The cost model's latency estimate of the main graph's operators before and after, in
@@ -357,8 +359,20 @@ impl Optimizer {
                 egraph = merge_runs(egraph, report);
             }
         }
+        // Sibling MatMuls over one input merged into one MatMul and a Split (a pass over the
+        // extracted graph: see `sibling_matmul.rs`), where a pipeline optimizes.
+        let mut proto = optimized.to_proto();
+        let mut merged_matmuls = 0;
+        if !self.pipeline.phases.is_empty() {
+            merged_matmuls = crate::sibling_matmul::merge_sibling_matmuls(&mut proto);
+            if merged_matmuls > 0 {
+                optimized = Model::from_proto(proto.clone()).map_err(|source| Error::Ir {
+                    path: origin.clone().into(),
+                    source,
+                })?;
+            }
+        }
         let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
-        let proto = optimized.to_proto();
         let t2 = std::time::Instant::now();
         let mut checked = Checked::default();
         let mut data = self.check_data.clone();
@@ -396,6 +410,7 @@ impl Optimizer {
                 functions_converted: in_place.functions,
                 expanded_bodies: expanded,
                 spliced_ifs,
+                merged_matmuls,
                 optimize_ms,
                 estimate_before: egraph.main.estimate_before,
                 estimate_after: egraph.main.estimate_after,

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use onnx_opt::optimize::load_ir;
 use onnx_opt::verify::{compare_models, Tolerance};
 
+mod sibling_matmul;
+
 /// The development models' `model.onnx` under `shared`, sorted.
 fn dev_models(shared: &std::path::Path) -> Vec<std::path::PathBuf> {
     models_under(&shared.join("models"))
@@ -89,8 +91,11 @@ fn optimize_and_compare(
                     continue;
                 }
             };
+            // The pass the facade runs after extraction (`Optimizer::optimize`).
+            let mut proto = optimized.to_proto();
+            let merged = onnx_opt::sibling_matmul::merge_sibling_matmuls(&mut proto);
             if !unbounded {
-                summary.push_str(&summarize(path, &report, &optimized));
+                summary.push_str(&summarize(path, &report, &proto, merged));
             }
             let refusals: Vec<_> = report
                 .main
@@ -104,7 +109,6 @@ fn optimize_and_compare(
                     path.display()
                 ));
             }
-            let proto = optimized.to_proto();
             // No dev model grows (the whole file: folding, rules and all).
             use onnx_proto::Message;
             let (before, after) = (loaded.proto.model.encoded_len(), proto.encoded_len());
@@ -138,7 +142,8 @@ fn optimize_and_compare(
 fn summarize(
     path: &std::path::Path,
     report: &onnx_egraph::OptimizeReport,
-    optimized: &onnx_ir::Model,
+    optimized: &onnx_proto::ModelProto,
+    merged_matmuls: usize,
 ) -> String {
     let name = path
         .parent()
@@ -146,7 +151,7 @@ fn summarize(
         .file_name()
         .unwrap()
         .to_string_lossy();
-    let info = onnx_opt::info::ModelInfo::of(&optimized.to_proto());
+    let info = onnx_opt::info::ModelInfo::of(optimized);
     let ops: Vec<String> = info
         .op_histogram
         .iter()
@@ -159,10 +164,14 @@ fn summarize(
         }
     }
     let fired: Vec<String> = fired.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    let merged = match merged_matmuls {
+        0 => String::new(),
+        n => format!(" ({n} MatMuls merged into siblings)"),
+    };
+    let after = optimized.graph.as_ref().map_or(0, |g| g.node.len());
     format!(
-        "{name}: nodes {} -> {}\n  ops: {}\n  fired: {}\n",
+        "{name}: nodes {} -> {after}{merged}\n  ops: {}\n  fired: {}\n",
         report.main.nodes_before,
-        report.main.nodes_after,
         ops.join(", "),
         fired.join(", ")
     )

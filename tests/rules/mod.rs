@@ -525,6 +525,12 @@ g (float[2,3] x) => (float[2,3] y) {
             1,
         ),
         (
+            "rotate_half with cos and sin of Concat(f, f) fuses (the control of the two below)",
+            ROTARY_HALF,
+            "RotaryEmbedding",
+            1,
+        ),
+        (
             "GroupNorm's export over a dynamic batch and length fuses (the Reshape back reads Shape)",
             GROUP_NORM_DYNAMIC,
             "GroupNormalization",
@@ -569,6 +575,25 @@ g (float[2,4,4] x) => (float[2,4,4] y) {
             1,
         ),
         (
+            "rotate_half with cos and sin whose halves differ (Concat of two frequency tensors)",
+            &ROTARY_HALF.replace("emb = Concat <axis = -1> (f, f)", "emb = Concat <axis = -1> (f, h)"),
+            "Neg",
+            1,
+        ),
+        (
+            "rotate_half over a slice of the head fuses on the slice (a partial rotary dim)",
+            &ROTARY_HALF
+                .replace("float[B,3,2] f, float[B,3,2] h", "float[B,3,1] f, float[B,3,1] h")
+                .replace("two = Constant <value = int64[1] {2}> ()", "two = Constant <value = int64[1] {1}> ()")
+                .replace("x1 = Slice(x, zero, two, last)", "x1 = Slice(xh, zero, two, last)")
+                .replace("x2 = Slice(x, two, big, last)", "x2 = Slice(xh, two, big, last)")
+                .replace("  one = Constant", "  h2 = Constant <value = int64[1] {2}> ()\n  xh = Slice(x, zero, h2, last)\n  one = Constant")
+                .replace("a = Mul(x, cu)", "a = Mul(xh, cu)")
+                .replace("float[B,2,3,4] y", "float[B,2,3,2] y"),
+            "RotaryEmbedding",
+            1,
+        ),
+        (
             "GroupNorm's export below opset 21 (GroupNormalization-18 scales per group)",
             &GROUP_NORM_DYNAMIC.replace("\"\" : 21", "\"\" : 20"),
             "InstanceNormalization",
@@ -578,6 +603,28 @@ g (float[2,4,4] x) => (float[2,4,4] y) {
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// transformers' `apply_rotary_pos_emb` on a 4-D query with frequencies `f` (and an unused `h`).
+const ROTARY_HALF: &str = r#"<ir_version: 11, opset_import: ["" : 23]>
+g (float[B,2,3,4] x, float[B,3,2] f, float[B,3,2] h) => (float[B,2,3,4] y) {
+  one = Constant <value = int64[1] {1}> ()
+  zero = Constant <value = int64[1] {0}> ()
+  two = Constant <value = int64[1] {2}> ()
+  big = Constant <value = int64[1] {9223372036854775807}> ()
+  last = Constant <value = int64[1] {-1}> ()
+  emb = Concat <axis = -1> (f, f)
+  c = Cos(emb)
+  s = Sin(emb)
+  cu = Unsqueeze(c, one)
+  su = Unsqueeze(s, one)
+  x1 = Slice(x, zero, two, last)
+  x2 = Slice(x, two, big, last)
+  nx2 = Neg(x2)
+  rot = Concat <axis = -1> (nx2, x1)
+  a = Mul(x, cu)
+  b = Mul(rot, su)
+  y = Add(a, b)
+}"#;
 
 /// torch's export of GroupNorm(2 groups, 4 channels) over a 3-D input of dynamic batch and length.
 const GROUP_NORM_DYNAMIC: &str = r#"<ir_version: 10, opset_import: ["" : 21]>
