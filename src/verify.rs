@@ -118,11 +118,13 @@ pub fn compare_models_on(
     dims: &BTreeMap<String, i64>,
     tol: Tolerance,
 ) -> Result<(Option<Mismatch>, Checked), VerifyError> {
-    let a = Session::new(original).map_err(|source| VerifyError::Session {
+    // One decoded copy of the weights the two models share.
+    let cache = onnx_ref::TensorCache::default();
+    let a = Session::with_cache(original, &cache).map_err(|source| VerifyError::Session {
         which: "original",
         source: Box::new(source),
     })?;
-    let b = Session::new(optimized).map_err(|source| VerifyError::Session {
+    let b = Session::with_cache(optimized, &cache).map_err(|source| VerifyError::Session {
         which: "optimized",
         source: Box::new(source),
     })?;

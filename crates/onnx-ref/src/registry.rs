@@ -347,6 +347,7 @@ fn eval_planned_node(
         functions: &functions,
         call_stack: Vec::new(),
         depth: 0,
+        cache: None,
     };
     let (_, kind) = plan_node(node, None, &plan_ctx, &|_| false, &|_| None)?;
     kind.run(&ctx, inputs, &Frame::empty())

@@ -144,6 +144,60 @@ pub(crate) struct PlanCtx<'a> {
     pub(crate) functions: &'a LocalFunctions,
     pub(crate) call_stack: Vec<FunctionKey>,
     pub(crate) depth: usize,
+    /// Decoded initializers shared with other sessions ([`TensorCache`]).
+    pub(crate) cache: Option<&'a TensorCache>,
+}
+
+/// Initializers decoded once for several sessions: two models that hold the same tensor bytes
+/// (an original and its optimized model share their weights' `raw_data` buffers) get the same
+/// decoded tensor, not a copy each. A tensor is found by the address and length of its
+/// `raw_data` with its type and dims, so the cache must not outlive the models it planned (a
+/// freed buffer's address could be reused); tensors under 1 KiB are not cached.
+#[derive(Debug, Default)]
+pub struct TensorCache {
+    decoded: std::sync::Mutex<std::collections::HashMap<(usize, usize, i32, Vec<i64>), Tensor>>,
+}
+
+impl TensorCache {
+    /// The smallest `raw_data` kept.
+    const MIN_BYTES: usize = 1024;
+
+    /// How many decoded tensors the cache holds.
+    pub fn len(&self) -> usize {
+        self.decoded.lock().map_or(0, |m| m.len())
+    }
+
+    /// True when the cache holds no tensor.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn decode(&self, t: &onnx_proto::TensorProto) -> Result<Tensor> {
+        let key = match &t.raw_data {
+            Some(raw) if raw.len() >= Self::MIN_BYTES && !onnx_proto::is_external(t) => (
+                raw.as_ptr() as usize,
+                raw.len(),
+                t.data_type.unwrap_or(0),
+                t.dims.clone(),
+            ),
+            _ => return Tensor::from_proto(t),
+        };
+        let cached = self
+            .decoded
+            .lock()
+            .map_err(|_| RefError::op("the tensor cache was poisoned"))?
+            .get(&key)
+            .cloned();
+        if let Some(v) = cached {
+            return Ok(v);
+        }
+        let v = Tensor::from_proto(t)?;
+        self.decoded
+            .lock()
+            .map_err(|_| RefError::op("the tensor cache was poisoned"))?
+            .insert(key, v.clone());
+        Ok(v)
+    }
 }
 
 impl PlanCtx<'_> {
@@ -413,7 +467,10 @@ impl GraphPlan {
         let mut init_names = BTreeSet::new();
         for t in &graph.initializer {
             let name = t.name.clone().unwrap_or_default();
-            let value = Tensor::from_proto(t)?;
+            let value = match ctx.cache {
+                Some(cache) => cache.decode(t)?,
+                None => Tensor::from_proto(t)?,
+            };
             let slot = intern(&name, &mut slots);
             init_names.insert(name);
             initializers.push((slot, Value::Tensor(value)));
@@ -865,6 +922,20 @@ impl Session {
 
     /// Like [`Session::new`] with another kernel registry.
     pub fn with_registry(model: &ModelProto, registry: &KernelRegistry) -> Result<Session> {
+        Self::plan(model, registry, None)
+    }
+
+    /// Like [`Session::new`], decoding initializers through `cache`, which other sessions
+    /// share: models that hold the same weight buffers hold one decoded copy.
+    pub fn with_cache(model: &ModelProto, cache: &TensorCache) -> Result<Session> {
+        Self::plan(model, builtin_registry(), Some(cache))
+    }
+
+    fn plan(
+        model: &ModelProto,
+        registry: &KernelRegistry,
+        cache: Option<&TensorCache>,
+    ) -> Result<Session> {
         let graph = model
             .graph
             .as_ref()
@@ -877,6 +948,7 @@ impl Session {
             functions: &functions,
             call_stack: Vec::new(),
             depth: 0,
+            cache,
         };
         let plan = GraphPlan::build(graph, &ctx, &|_| false)?;
         Ok(Session { plan, opsets })

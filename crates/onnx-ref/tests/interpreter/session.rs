@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use onnx_proto::{
     tensor_shape_proto::{dimension, Dimension},
-    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use onnx_ref::{eval_node, random_inputs, DType, RefError, Session, Tensor, Value};
@@ -298,4 +298,47 @@ fn reshape_allowzero_other_than_0_or_1_is_an_error() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("allowzero must be 0 or 1"), "{err}");
+}
+
+/// Sessions planned through one `TensorCache` decode a weight buffer they share once, and a
+/// weight with other bytes apart; each still computes with its own weights.
+#[test]
+fn sessions_sharing_a_tensor_cache_decode_shared_weights_once() {
+    // y = x + w with a [86, 3] float weight (over the cache's 1 KiB floor).
+    let weight = |fill: f32| TensorProto {
+        name: Some("w".into()),
+        dims: vec![86, 3],
+        data_type: Some(onnx_proto::tensor_proto::DataType::Float as i32),
+        raw_data: Some(
+            (0..86 * 3)
+                .flat_map(|i| (fill + i as f32).to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
+        ..Default::default()
+    };
+    let with = |w: TensorProto| {
+        let mut m = model(vec![node("Add", "a", &["x", "w"], &["y"])], 13);
+        let g = m.graph.as_mut().unwrap();
+        g.initializer.push(w);
+        g.output = vec![tensor_info("y", DType::Float, &[Some(86), Some(3)])];
+        m
+    };
+    let a = with(weight(0.0));
+    let b = a.clone(); // the same buffer (raw_data is reference-counted)
+    let c = with(weight(1.0));
+    let cache = onnx_ref::TensorCache::default();
+    let sessions: Vec<Session> = [&a, &b, &c]
+        .iter()
+        .map(|m| Session::with_cache(m, &cache).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    assert_eq!(cache.len(), 2);
+    let x = || vec![("x".to_string(), floats(&[1, 3], vec![0.0, 0.0, 0.0]))];
+    let first = |s: &Session| match &s.run(x()).unwrap_or_else(|e| panic!("{e}"))[0].1 {
+        Value::Tensor(Tensor::F32(t)) => t[[0, 0]],
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(first(&sessions[0]), 0.0);
+    assert_eq!(first(&sessions[1]), 0.0);
+    assert_eq!(first(&sessions[2]), 1.0);
 }

@@ -80,6 +80,7 @@ fn run_modifier(
         functions: &functions,
         call_stack: Vec::new(),
         depth: 0,
+        cache: None,
     };
     let plan = GraphPlan::build(graph, &plan_ctx, &|_| false)?;
     let feed = cast_tensor(&Tensor::from_vec(shape, values.to_vec())?, dtype)?;
