@@ -148,6 +148,9 @@ pub(crate) struct PlanCtx<'a> {
     pub(crate) cache: Option<&'a TensorCache>,
 }
 
+/// A cached tensor: the address and length of its `raw_data`, its type code and dims.
+type CacheKey = (usize, usize, i32, Vec<i64>);
+
 /// Initializers decoded once for several sessions: two models that hold the same tensor bytes
 /// (an original and its optimized model share their weights' `raw_data` buffers) get the same
 /// decoded tensor, not a copy each. A tensor is found by the address and length of its
@@ -155,7 +158,7 @@ pub(crate) struct PlanCtx<'a> {
 /// freed buffer's address could be reused); tensors under 1 KiB are not cached.
 #[derive(Debug, Default)]
 pub struct TensorCache {
-    decoded: std::sync::Mutex<std::collections::HashMap<(usize, usize, i32, Vec<i64>), Tensor>>,
+    decoded: std::sync::Mutex<std::collections::HashMap<CacheKey, Tensor>>,
 }
 
 impl TensorCache {
