@@ -28,6 +28,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rules/conv.rules", include_str!("../rules/conv.rules")),
     ("rules/shape.rules", include_str!("../rules/shape.rules")),
     ("rules/reduce.rules", include_str!("../rules/reduce.rules")),
+    ("rules/bodies.rules", include_str!("../rules/bodies.rules")),
     ("rules/matmul.rules", include_str!("../rules/matmul.rules")),
 ];
 

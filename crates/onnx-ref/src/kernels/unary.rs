@@ -172,18 +172,53 @@ float_activation!(thresholded_relu, [alpha = "alpha": 1.0], |x| if x > alpha { x
 float_activation!(
     hard_sigmoid,
     [alpha = "alpha": 0.2, beta = "beta": 0.5],
-    |x| (alpha * x + beta).max(Zero::zero()).min(cst(1.0))
+    // NaN stays NaN, as in onnxruntime, onnx's reference and the function body (Max of Min).
+    |x| if x.is_nan() { x } else { (alpha * x + beta).max(Zero::zero()).min(cst(1.0)) }
 );
 float_activation!(swish, [alpha = "alpha": 1.0], |x| x * sigmoid_of(alpha * x));
 float_activation!(hard_swish, [], |x| x
     * (x / cst(6.0) + cst(0.5)).max(Zero::zero()).min(cst(1.0)));
-float_activation!(shrink, [bias = "bias": 0.0, lambd = "lambd": 0.5], |x| if x < -lambd {
+float_activation!(shrink_float, [bias = "bias": 0.0, lambd = "lambd": 0.5], |x| if x < -lambd {
     x + bias
 } else if x > lambd {
     x - bias
 } else {
     Zero::zero()
 });
+
+/// Shrink over every numeric type the schema allows: floats as above; integers compared in
+/// f64 and shifted by a whole bias in their own type (exact, as the function body's Add and Sub
+/// over an integer constant), by a fractional one in f64 cast back as onnx's reference does
+/// (`astype`: toward zero).
+fn shrink(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let t = ctx.input(inputs, 0)?;
+    if t.dtype().is_float() {
+        return shrink_float(ctx, inputs);
+    }
+    let bias = ctx.attr_float("bias", 0.0)? as f64;
+    let lambd = ctx.attr_float("lambd", 0.5)? as f64;
+    fn apply<T: Num>(a: &Array<T>, bias: f64, lambd: f64) -> Array<T> {
+        a.mapv(|v| {
+            let x = v.to_f64();
+            let whole = bias.fract() == 0.0;
+            if x < -lambd {
+                match whole {
+                    true => v.add(T::from_f64(bias)),
+                    false => T::from_f64(x + bias),
+                }
+            } else if x > lambd {
+                match whole {
+                    true => v.sub(T::from_f64(bias)),
+                    false => T::from_f64(x - bias),
+                }
+            } else {
+                T::zero()
+            }
+        })
+        .into_shared()
+    }
+    one(map_numeric!(t, a => apply(a, bias, lambd), other => return Err(unsupported(ctx, other))))
+}
 
 fn gelu(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let t = ctx.input(inputs, 0)?;

@@ -342,3 +342,38 @@ fn sessions_sharing_a_tensor_cache_decode_shared_weights_once() {
     assert_eq!(first(&sessions[1]), 0.0);
     assert_eq!(first(&sessions[2]), 1.0);
 }
+
+/// HardSigmoid keeps NaN (onnxruntime 1.31.1 and onnx's reference give NaN; the kernel gave 0),
+/// and Shrink takes the integer types its schema allows, shifting by a whole bias exactly
+/// (onnxruntime gives [-2, 0, 4] for [-3, 0, 5] with lambd 1 and bias 1).
+#[test]
+fn hard_sigmoid_keeps_nan_and_shrink_takes_integers() {
+    let n = node("HardSigmoid", "h", &["x"], &["y"]);
+    let x = floats(&[3], vec![f32::NAN, 1.0, f32::NEG_INFINITY]);
+    let out = eval_node(&n, 18, &[Some(x)]).unwrap_or_else(|e| panic!("{e}"));
+    let Value::Tensor(t) = &out[0] else {
+        panic!("not a tensor")
+    };
+    let v = t.to_f64_vec().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        v[0].is_nan() && (v[1] - 0.7).abs() < 1e-6 && v[2] == 0.0,
+        "{v:?}"
+    );
+    let mut n = node("Shrink", "s", &["x"], &["y"]);
+    for (name, value) in [("lambd", 1.0), ("bias", 1.0)] {
+        n.attribute.push(AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Float as i32),
+            f: Some(value),
+            ..Default::default()
+        });
+    }
+    let x = Value::Tensor(
+        Tensor::from_vec(&[4], vec![-3i64, 0, 5, i64::MAX]).unwrap_or_else(|e| panic!("{e}")),
+    );
+    let out = eval_node(&n, 18, &[Some(x)]).unwrap_or_else(|e| panic!("{e}"));
+    let want = Value::Tensor(
+        Tensor::from_vec(&[4], vec![-2i64, 0, 4, i64::MAX - 1]).unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert_eq!(out[0], want);
+}
