@@ -48,10 +48,7 @@ impl CostModel for NodeCount {
 
 /// Estimated latency: per op, the bytes it moves and the arithmetic it does, from the shapes
 /// the analysis knows (unknown shapes count as one element); constants cost their bytes (read
-/// once: a tenth of an op's traffic per byte), so duplicated weights are never free. An op that
-/// depends on no graph input costs its full estimate too: a runtime that does not fold (such as
-/// onnxruntime with graph optimizations off) computes it on every run, so moving work from the
-/// activations into an unfolded weight subgraph is not free.
+/// once: a tenth of an op's traffic per byte), so duplicated weights are never free.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Latency;
 
@@ -59,6 +56,7 @@ impl CostModel for Latency {
     fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64 {
         match node.kind {
             NodeKind::Op(_) if egraph[class].data.constant.is_some() => f64::INFINITY,
+            NodeKind::Op(_) if egraph[class].data.input_free => INPUT_FREE_OP,
             NodeKind::Op(_) => crate::cost::node_estimate(egraph, class, node),
             NodeKind::Const(c) => 1e-4 + egraph.analysis.consts.get(c).bytes as f64 / 5e4,
             _ => 0.0,
