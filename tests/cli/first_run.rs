@@ -212,3 +212,34 @@ fn the_table_and_report_give_the_cost_estimate_and_the_spliced_ifs() {
     let o = onnx_opt(&[&example(), &"-o", &out]);
     assert!(!stdout(&o).contains("if: "), "{}", stdout(&o));
 }
+
+/// Three projections of one input are merged into one MatMul and a Split: the table says so and
+/// the report counts the MatMul nodes that went.
+#[test]
+fn the_table_and_report_give_the_merged_matmuls() {
+    let text = r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2,5,4] x) => (float[2,5,2] q, float[2,5,2] k, float[2,5,3] v) {
+  wq = Constant <value = float[4,2] {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0}> ()
+  wk = Constant <value = float[4,2] {0.5, -1.0, 0.25, 2.0, -3.0, 1.5, 0.0, 1.0}> ()
+  wv = Constant <value = float[4,3] {1.0, 0.0, -1.0, 2.0, 0.5, 0.25, -2.0, 3.0, 1.0, 0.0, 1.0, 4.0}> ()
+  q = MatMul(x, wq)
+  k = MatMul(x, wk)
+  v = MatMul(x, wv)
+}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("qkv.onnxtxt");
+    std::fs::write(&model, text).unwrap();
+    let out = dir.path().join("out.onnx");
+    let report = dir.path().join("report.json");
+    let o = onnx_opt(&[&model, &"-o", &out, &"--report", &report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(
+        table.contains("matmuls: 2 MatMul node(s) merged into a sibling that reads the same input"),
+        "{table}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["merged_matmuls"], 2);
+    assert_eq!(r["nodes_after"], 2);
+}
