@@ -212,6 +212,31 @@ enum Taint {
 /// Ops whose output shape depends on their first input's values.
 const VALUE_SHAPED: &[&str] = &["NonZero", "Unique", "Compress", "ConstantOfShape", "Range"];
 
+/// True when `n` draws random numbers: a random op, or a node whose subgraphs or model-local
+/// function body hold one (a conversion may write a random op as its schema's body, which draws
+/// another stream).
+fn draws_random(n: &onnx_proto::NodeProto, m: &ModelProto, depth: usize) -> bool {
+    let op = n.op_type.as_deref().unwrap_or("");
+    if RANDOM_OPS.contains(&op) {
+        return true;
+    }
+    if depth > 16 {
+        return false;
+    }
+    let in_subgraphs = n.attribute.iter().any(|a| {
+        a.g.iter()
+            .chain(&a.graphs)
+            .any(|g| g.node.iter().any(|b| draws_random(b, m, depth + 1)))
+    });
+    let domain = n.domain.as_deref().unwrap_or("");
+    let in_function = m.functions.iter().any(|f| {
+        f.name.as_deref() == Some(op)
+            && f.domain.as_deref().unwrap_or("") == domain
+            && f.node.iter().any(|b| draws_random(b, m, depth + 1))
+    });
+    in_subgraphs || in_function
+}
+
 /// The taint of each graph output of `m`.
 fn output_taints(m: &ModelProto) -> Vec<Taint> {
     let Some(g) = &m.graph else {
@@ -220,7 +245,7 @@ fn output_taints(m: &ModelProto) -> Vec<Taint> {
     let mut taint: std::collections::BTreeMap<&str, Taint> = Default::default();
     for n in &g.node {
         let op = n.op_type.as_deref().unwrap_or("");
-        let mut t = if RANDOM_OPS.contains(&op) {
+        let mut t = if draws_random(n, m, 0) {
             Taint::Values
         } else {
             Taint::Clean
