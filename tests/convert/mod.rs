@@ -109,19 +109,7 @@ fn conversion_cases_convert_and_compute_the_same() {
 /// schema table (the script needs only Python's standard library).
 #[test]
 fn generated_version_steps_are_current() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new("python3")
-        .arg(root.join("scripts/gen_version_rules.py"))
-        .arg("--check")
-        .current_dir(root)
-        .output()
-        .expect("python3 runs (the generator's check needs it)");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::generated_files_are_current("gen_version_rules.py");
 }
 
 /// A version step runs only toward the target: converting Relu-6 (opset 11) to 14 steps it up

@@ -120,19 +120,7 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
 /// the committed schema table (the script needs only Python's standard library).
 #[test]
 fn generated_body_fusions_are_current() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new("python3")
-        .arg(root.join("scripts/gen_body_fusions.py"))
-        .arg("--check")
-        .current_dir(root)
-        .output()
-        .expect("python3 runs (the generator's check needs it)");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::generated_files_are_current("gen_body_fusions.py");
 }
 
 /// `onnx-opt rules check` on the built-in rules: every rule, every epoch, proven on random
