@@ -351,7 +351,7 @@ def translate(schema, body):
         else:
             rhs_attrs.append(f"{name}: {v}")
     rhs_inputs = []
-    for k, (inp, name) in enumerate(zip(schema["inputs"], body.input)):
+    for inp, name in zip(schema["inputs"], body.input):
         if inp["name"] in ("axes",) and op.startswith("Reduce"):
             rhs_attrs.append(f"axes: {var[name]}")
             continue

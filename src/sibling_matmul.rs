@@ -44,16 +44,10 @@ pub fn merge_sibling_matmuls(model: &mut ModelProto) -> usize {
     merge_in(graph, opset, &mut names)
 }
 
-/// Bytes per element of the types MatMul takes (none for types narrower than a byte).
+/// Bytes per element (none for types narrower than a byte, or strings).
 fn element_size(data_type: i32) -> Option<usize> {
-    use tensor_proto::DataType as T;
-    Some(match T::try_from(data_type).ok()? {
-        T::Int8 | T::Uint8 => 1,
-        T::Float16 | T::Bfloat16 | T::Int16 | T::Uint16 => 2,
-        T::Float | T::Int32 | T::Uint32 => 4,
-        T::Double | T::Int64 | T::Uint64 => 8,
-        _ => return None,
-    })
+    let bits = onnx_ref::DType::from_code(data_type)?.bit_width();
+    (bits >= 8 && bits % 8 == 0).then_some(bits / 8)
 }
 
 /// A weight a group can take: its index among the initializers, columns, element type.
