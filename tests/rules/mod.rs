@@ -606,10 +606,45 @@ g (float[2,4,4] x) => (float[2,4,4] y) {
             "InstanceNormalization",
             1,
         ),
+        (
+            "A LayerNormalization written out at opset 13 keeps its Mul by ones and its Pow",
+            LAYER_NORM_13,
+            "Mul",
+            1,
+        ),
+        (
+            "The square of a written-out LayerNormalization stays a Pow (onnxruntime's fusion)",
+            LAYER_NORM_13,
+            "Pow",
+            1,
+        ),
+        (
+            "A Mul by ones of anything but a normalization goes",
+            &LAYER_NORM_13.replace("y = Mul(n, g)", "y = Mul(d, g)"),
+            "Mul",
+            0,
+        ),
     ];
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// A LayerNormalization written out, as exporters write it below opset 17, with an untrained
+/// scale of ones (bert-tiny's).
+const LAYER_NORM_13: &str = r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[N,3,4] x) => (float[N,3,4] y) {
+  m = ReduceMean <axes = [-1]> (x)
+  d = Sub(x, m)
+  two = Constant <value = float {2.0}> ()
+  p = Pow(d, two)
+  v = ReduceMean <axes = [-1]> (p)
+  eps = Constant <value = float {1e-5}> ()
+  ve = Add(v, eps)
+  s = Sqrt(ve)
+  n = Div(d, s)
+  g = Constant <value = float[4] {1.0, 1.0, 1.0, 1.0}> ()
+  y = Mul(n, g)
+}"#;
 
 /// transformers' `apply_rotary_pos_emb` on a 4-D query with frequencies `f` (and an unused `h`).
 const ROTARY_HALF: &str = r#"<ir_version: 11, opset_import: ["" : 23]>

@@ -65,16 +65,16 @@ fn eval(m: &Model, inputs: &[(&str, Tensor)]) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// `Pow(x, 2)` built as `Mul(x, x)` in Rust.
+/// `Mul(x, 2)` built as `Add(x, x)` in Rust.
 fn doubling(guard: Option<RustGuard>) -> RuleSet {
     rust_rule(
-        "square_to_mul",
-        "# Pow(x, 2) == Mul(x, x)\nPow(x, 2)\n  where is_float(x)",
+        "double_to_add",
+        "# Mul(x, 2) == Add(x, x)\nMul(x, 2)\n  where is_float(x)",
         "exact",
         guard,
         Arc::new(|rhs: &mut RustRhs<'_>| {
             let x = rhs.var("x").ok_or("x is not bound")?;
-            rhs.op("Mul").input(x).input(x).build().map(Some)
+            rhs.op("Add").input(x).input(x).build().map(Some)
         }),
     )
 }
@@ -82,14 +82,14 @@ fn doubling(guard: Option<RustGuard>) -> RuleSet {
 const ADD_SELF: &str = r#"<ir_version: 8, opset_import: ["" : 17]>
 g (float[2,3] x) => (float[2,3] y) {
     two = Constant <value = float {2.0}> ()
-    a = Pow(x, two)
+    a = Mul(x, two)
     y = Relu(a)
 }"#;
 
 const ADD_SELF_RANK3: &str = r#"<ir_version: 8, opset_import: ["" : 17]>
 g (float[2,3,4] x) => (float[2,3,4] y) {
     two = Constant <value = float {2.0}> ()
-    a = Pow(x, two)
+    a = Mul(x, two)
     y = Relu(a)
 }"#;
 
@@ -97,15 +97,15 @@ g (float[2,3,4] x) => (float[2,3,4] y) {
 fn a_rust_rule_fires_and_builds_its_right_side() {
     let m = model(ADD_SELF);
     let (ops, report, out) = run(&doubling(None), &m);
-    assert_eq!(ops, ["Mul", "Relu"]);
-    assert_eq!(report.main.phases[0].firings.get("square_to_mul"), Some(&1));
+    assert_eq!(ops, ["Add", "Relu"]);
+    assert_eq!(report.main.phases[0].firings.get("double_to_add"), Some(&1));
     let x = Tensor::from_vec(&[2, 3], vec![-1.5f32, 0.0, 1.0, 2.5, -3.0, 4.0]).unwrap();
     assert_eq!(
         eval(&out, &[("x", x.clone())]),
         eval(&m, &[("x", x)]),
         "same values"
     );
-    let sites = explain_rule(&m, Arc::new(doubling(None)), "square_to_mul").unwrap();
+    let sites = explain_rule(&m, Arc::new(doubling(None)), "double_to_add").unwrap();
     assert_eq!(sites.len(), 1);
     assert_eq!(sites[0].verdict, SiteVerdict::Fired);
 }
@@ -116,14 +116,14 @@ fn a_rust_guard_that_is_false_or_unknown_blocks_the_rule() {
     let rank2: RustGuard = Arc::new(|m: &RustMatch<'_>| Some(m.rank(m.var("x")?)? == 2));
     let set = doubling(Some(rank2.clone()));
     let (ops, report, _) = run(&set, &model(ADD_SELF));
-    assert_eq!(ops, ["Mul", "Relu"], "rank 2: the guard holds");
-    assert!(report.main.phases[0].firings.contains_key("square_to_mul"));
+    assert_eq!(ops, ["Add", "Relu"], "rank 2: the guard holds");
+    assert!(report.main.phases[0].firings.contains_key("double_to_add"));
 
     let m3 = model(ADD_SELF_RANK3);
     let (ops, report, _) = run(&set, &m3);
-    assert_eq!(ops, ["Pow", "Relu"], "rank 3: the guard is false");
+    assert_eq!(ops, ["Mul", "Relu"], "rank 3: the guard is false");
     assert!(report.main.phases[0].firings.is_empty());
-    let sites = explain_rule(&m3, Arc::new(set), "square_to_mul").unwrap();
+    let sites = explain_rule(&m3, Arc::new(set), "double_to_add").unwrap();
     match &sites[0].verdict {
         SiteVerdict::GuardFailed { value, .. } => assert_eq!(value, "false (the Rust guard)"),
         other => panic!("{other:?}"),
@@ -133,8 +133,8 @@ fn a_rust_guard_that_is_false_or_unknown_blocks_the_rule() {
     let set = doubling(Some(unknown));
     let m = model(ADD_SELF);
     let (ops, _, _) = run(&set, &m);
-    assert_eq!(ops, ["Pow", "Relu"], "an unknown guard does not fire");
-    let sites = explain_rule(&m, Arc::new(set), "square_to_mul").unwrap();
+    assert_eq!(ops, ["Mul", "Relu"], "an unknown guard does not fire");
+    let sites = explain_rule(&m, Arc::new(set), "double_to_add").unwrap();
     match &sites[0].verdict {
         SiteVerdict::GuardFailed { value, .. } => assert_eq!(value, "unknown (the Rust guard)"),
         other => panic!("{other:?}"),
@@ -145,7 +145,7 @@ fn a_rust_guard_that_is_false_or_unknown_blocks_the_rule() {
 fn an_applier_error_is_a_refusal_naming_the_rule_and_the_run_goes_on() {
     let mut set = rust_rule(
         "always_fails",
-        "Pow(x, 2)",
+        "Mul(x, 2)",
         "",
         None,
         Arc::new(|_: &mut RustRhs<'_>| Err("no replacement today".to_string())),
@@ -170,14 +170,14 @@ fn an_applier_error_is_a_refusal_naming_the_rule_and_the_run_goes_on() {
         r#"<ir_version: 8, opset_import: ["" : 17]>
         g (float[2,3] x) => (float[2,3] y, float[2,3] z) {
             two = Constant <value = float {2.0}> ()
-            a = Pow(x, two)
+            a = Mul(x, two)
             b = Relu(a)
             y = Relu(b)
             z = Neg(x)
         }"#,
     );
     let (ops, report, _) = run(&set, &m);
-    assert_eq!(ops, ["Pow", "Relu", "Neg"]);
+    assert_eq!(ops, ["Mul", "Relu", "Neg"]);
     let phase = &report.main.phases[0];
     assert_eq!(phase.firings.get("relu_relu"), Some(&1));
     let refusals: Vec<(&str, &str)> = phase
@@ -213,7 +213,7 @@ fn an_applier_may_decline_a_match() {
     // Declines where x is a graph input of rank 3; fires elsewhere.
     let set = rust_rule(
         "declines_rank3",
-        "Pow(x, 2)",
+        "Mul(x, 2)",
         "",
         None,
         Arc::new(|rhs: &mut RustRhs<'_>| {
@@ -221,12 +221,12 @@ fn an_applier_may_decline_a_match() {
             if rhs.matched().rank(x) == Some(3) {
                 return Ok(None);
             }
-            rhs.op("Mul").inputs(&[x, x]).build().map(Some)
+            rhs.op("Add").inputs(&[x, x]).build().map(Some)
         }),
     );
     let m3 = model(ADD_SELF_RANK3);
     let (ops, report, _) = run(&set, &m3);
-    assert_eq!(ops, ["Pow", "Relu"]);
+    assert_eq!(ops, ["Mul", "Relu"]);
     let phase = &report.main.phases[0];
     assert!(phase.firings.is_empty() && phase.refusals.is_empty());
     assert_eq!(phase.declined.get("declines_rank3"), Some(&1));
@@ -236,7 +236,7 @@ fn an_applier_may_decline_a_match() {
         SiteVerdict::Refused("declined by the Rust applier".into())
     );
     let (ops, _, _) = run(&set, &model(ADD_SELF));
-    assert_eq!(ops, ["Mul", "Relu"]);
+    assert_eq!(ops, ["Add", "Relu"]);
 }
 
 #[test]
@@ -389,7 +389,7 @@ fn only_an_extern_rule_with_one_root_takes_a_rust_right_side() {
     // A file may declare `=> extern` rules when allowed; added without an applier they never
     // fire (their matches count as not built).
     let text =
-        "# t\n\n# Pow(x, 2) == x * x, built in Rust\nrule from_file:\n  Pow(x, 2) => extern\n";
+        "# t\n\n# Mul(x, 2) == x + x, built in Rust\nrule from_file:\n  Mul(x, 2) => extern\n";
     let options = onnx_rules::CheckOptions {
         allow_extern: true,
         ..Default::default()
@@ -399,17 +399,17 @@ fn only_an_extern_rule_with_one_root_takes_a_rust_right_side() {
     let mut set = RuleSet::new();
     set.add_file(file.clone());
     let (ops, report, _) = run(&set, &model(ADD_SELF));
-    assert_eq!(ops, ["Pow", "Relu"]);
+    assert_eq!(ops, ["Mul", "Relu"]);
     assert_eq!(report.main.phases[0].not_built.get("from_file"), Some(&1));
     let mut set = RuleSet::new();
     let applier: RustApplier = Arc::new(|rhs: &mut RustRhs<'_>| {
         let x = rhs.var("x").ok_or("x")?;
-        rhs.op("Mul").inputs(&[x, x]).build().map(Some)
+        rhs.op("Add").inputs(&[x, x]).build().map(Some)
     });
     set.add_rust_rule(file.rules[0].clone(), None, applier)
         .unwrap();
     let (ops, _, _) = run(&set, &model(ADD_SELF));
-    assert_eq!(ops, ["Mul", "Relu"]);
+    assert_eq!(ops, ["Add", "Relu"]);
 }
 
 #[test]

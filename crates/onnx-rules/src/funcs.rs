@@ -167,6 +167,12 @@ pub const BUILTINS: &[FuncSig] = &[
         Bool,
         "l and m have no element in common",
     ),
+    sig(
+        "divides_by_sqrt",
+        &[Value],
+        Bool,
+        "v is some a / Sqrt(b): a value normalized by a standard deviation or a root mean square",
+    ),
     sig("dtype", &[Value], DType, "element type of v"),
     sig("inverse_perm", &[List], List, "the inverse permutation"),
     sig(

@@ -333,6 +333,28 @@ impl Evaluator<'_> {
                 let c = eg.find(Self::class(v)?);
                 b(ctx.uses.get(&c).copied() == Some(1))
             }
+            ("divides_by_sqrt", [v]) => {
+                let op_of = |n: &crate::lang::ONode| match n.kind {
+                    crate::lang::NodeKind::Op(op) => {
+                        let info = eg.analysis.ops.get(op);
+                        info.domain.is_empty().then_some(info)
+                    }
+                    _ => None,
+                };
+                let c = eg.find(Self::class(v)?);
+                b(eg[c].nodes.iter().any(|n| {
+                    let Some(info) = op_of(n).filter(|i| i.op_type == "Div") else {
+                        return false;
+                    };
+                    let inputs = crate::build::Roles::new(info, &n.children).inputs();
+                    inputs.get(1).is_some_and(|&d| {
+                        eg[eg.find(d)]
+                            .nodes
+                            .iter()
+                            .any(|m| op_of(m).is_some_and(|i| i.op_type == "Sqrt"))
+                    })
+                }))
+            }
             ("opset", []) => Some(Val::Int(ctx.opset)),
             ("root", []) => Some(Val::Class(eg.find(*self.roots.first()?))),
             ("member", [x, l]) => {
