@@ -416,6 +416,30 @@ def run_child(cmd: list[str], timeout_s: float, probe: str) -> ChildRun:
         )
 
 
+def tool_floors_mb(tools: list[str], args: argparse.Namespace, work: Path) -> dict[str, float]:
+    """Each tool's fixed floor: the peak RSS of its whole command (the same as on the models)
+    on a one-node model (Relu of a float[1,4]), the memory it needs whatever the model."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model_dir = work / "floor-model"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    src = model_dir / "model.onnx"
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "floor",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    floors = {}
+    for tool in tools:
+        out_dir = work / f"floor-{tool}"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        child = run_child(tool_command(tool, args, src, out_dir), args.timeout, args.rss_probe)
+        if child.returncode == 0 and child.peak_rss_kb:
+            floors[tool] = child.peak_rss_kb / 1024.0
+    return floors
+
+
 def rss_floor_kb(probe: str) -> int:
     """Peak RSS the probe reports for a trivial command: the smallest value it can show."""
     return run_child(["true"], 60.0, probe).peak_rss_kb
@@ -1008,7 +1032,8 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
-def targets(rows: list[Row], tools: list[str], floor_mb: float) -> list[dict]:
+def targets(rows: list[Row], tools: list[str], floor_mb: float,
+            tool_floors: dict[str, float] | None = None) -> list[dict]:
     """Per tool, over the models where it is ok: the figures the project's targets are judged on.
 
     Best peer: on each model, the smallest value among the OTHER tools that are ok there. Node
@@ -1034,7 +1059,8 @@ def targets(rows: list[Row], tools: list[str], floor_mb: float) -> list[dict]:
                 c[0] += int(worse)
                 c[1] += 1
 
-        rss, rss_net = [], []  # (ratio, model)
+        rss, rss_net, rss_tool = [], [], []  # (ratio, model)
+        tool_floor = (tool_floors or {}).get(tool)
         for r in mine:
             models = by_model[r.model]
             others = [o for name, o in models.items()
@@ -1069,6 +1095,8 @@ def targets(rows: list[Row], tools: list[str], floor_mb: float) -> list[dict]:
                 size_mb = r.size_before / 2**20  # peak_rss_mb is in MiB too
                 rss.append((r.peak_rss_mb / size_mb, r.model))
                 rss_net.append(((r.peak_rss_mb - floor_mb) / size_mb, r.model))
+                if tool_floor is not None:
+                    rss_tool.append(((r.peak_rss_mb - tool_floor) / size_mb, r.model))
         for key, values in sorted(ratios.items()):
             t[f"{key}_geomean"] = geomean(values)
         for key, (worse, of) in sorted(counts.items()):
@@ -1076,6 +1104,10 @@ def targets(rows: list[Row], tools: list[str], floor_mb: float) -> list[dict]:
         if rss:
             t["rss_over_size_max"], t["rss_over_size_worst_model"] = max(rss)
             t["rss_net_over_size_max"], t["rss_net_over_size_worst_model"] = max(rss_net)
+        if rss_tool:
+            t["tool_floor_mb"] = tool_floor
+            t["rss_tool_net_over_size_max"], t["rss_tool_net_over_size_worst_model"] = \
+                max(rss_tool)
         out.append(t)
     return out
 
@@ -1093,8 +1125,9 @@ def targets_table(data: list[dict]) -> str:
              "| ORT off / input | ORT on / input | slower than input off | slower than input on "
              "| slower than best peer off | slower than best peer on "
              "| onnxsim tool ms / tool ms | onnxsim tool ms / optimize_ms "
-             "| max RSS / size | max (RSS - floor) / size | worst model |",
-             "|" + "---|" * 17]
+             "| max RSS / size | max (RSS - floor) / size | worst model "
+             "| tool floor MB | max (RSS - tool floor) / size | its worst model |",
+             "|" + "---|" * 20]
     for t in data:
         worst = t.get("rss_over_size_worst_model") or "-"
         net_worst = t.get("rss_net_over_size_worst_model")
@@ -1109,7 +1142,10 @@ def targets_table(data: list[dict]) -> str:
             f"| {g(t, 'onnxsim_tool_ms_over_tool_ms')} "
             f"| {g(t, 'onnxsim_tool_ms_over_optimize_ms')} "
             f"| {sig3(t.get('rss_over_size_max'))} "
-            f"| {sig3(t.get('rss_net_over_size_max'))} | {worst} |")
+            f"| {sig3(t.get('rss_net_over_size_max'))} | {worst} "
+            f"| {fmt(t.get('tool_floor_mb'), '.1f')} "
+            f"| {sig3(t.get('rss_tool_net_over_size_max'))} "
+            f"| {t.get('rss_tool_net_over_size_worst_model') or '-'} |")
     return "\n".join(lines)
 
 
@@ -1219,6 +1255,7 @@ def main(argv: list[str]) -> int:
     work = Path(work_ctx.name) if work_ctx else args.keep
     work.mkdir(parents=True, exist_ok=True)
     try:
+        tool_floors = tool_floors_mb(tools, args, work)
         for model_dir in model_dirs:
             started = time.perf_counter()
             model_rows = [input_row(model_dir, args)]
@@ -1234,7 +1271,7 @@ def main(argv: list[str]) -> int:
     print(markdown(rows))
     print()
     print(summary(rows, tools))
-    target_figures = targets(rows, tools, floor_mb)
+    target_figures = targets(rows, tools, floor_mb, tool_floors)
     if tools:
         print()
         print("targets, per tool over the models where it is ok (ran, onnx loads the output, "
@@ -1250,7 +1287,9 @@ def main(argv: list[str]) -> int:
               "onnx-opt's --report optimize_ms (optimization alone: no load, check or save). "
               "Max RSS / size: max over the models of peak RSS over the model's bytes (file "
               f"plus external data); RSS - floor subtracts the launcher's {floor_mb:.1f} MB; "
-              "worst model: of the first (/ of the second when it differs). k/n: k of n models.")
+              "worst model: of the first (/ of the second when it differs). Tool floor: the "
+              "tool's own peak RSS, its same command on a one-node model; RSS - tool floor "
+              "subtracts it. k/n: k of n models.")
         print()
         print(targets_table(target_figures))
     if "onnx-opt" in tools:
@@ -1273,6 +1312,7 @@ def main(argv: list[str]) -> int:
                          "atol": args.atol, "timeout_s": args.timeout,
                          "onnx_opt": str(args.onnx_opt), "python": args.python,
                          "rss_probe": args.rss_probe, "rss_floor_mb": floor_mb,
+                         "tool_floors_mb": tool_floors,
                          "latency": None if args.no_latency else {
                              "runs": args.latency_runs, "budget_s": args.latency_budget,
                              "budget_s_per_mode": args.latency_budget / len(LATENCY_MODES),

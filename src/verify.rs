@@ -118,19 +118,21 @@ pub fn compare_models_on(
     dims: &BTreeMap<String, i64>,
     tol: Tolerance,
 ) -> Result<(Option<Mismatch>, Checked), VerifyError> {
-    // One decoded copy of the weights the two models share.
-    let cache = onnx_ref::TensorCache::default();
-    let a = Session::with_cache(original, &cache).map_err(|source| VerifyError::Session {
+    // Weights are decoded when a run first reads them and dropped after their last read, and
+    // models with large weights run one after the other: the check then holds one model's live
+    // weights and activations at a time, not both models' every weight.
+    let side_by_side = weight_bytes(original) + weight_bytes(optimized) < SIDE_BY_SIDE_MAX_BYTES;
+    let a = Session::with_lazy_weights(original).map_err(|source| VerifyError::Session {
         which: "original",
         source: Box::new(source),
     })?;
-    let b = Session::with_cache(optimized, &cache).map_err(|source| VerifyError::Session {
+    let b = Session::with_lazy_weights(optimized).map_err(|source| VerifyError::Session {
         which: "optimized",
         source: Box::new(source),
     })?;
     let mut checked = Checked::default();
     for (k, inputs) in data.iter().enumerate() {
-        if let Some(mut m) = run_pair(&a, &b, inputs, k, tol)? {
+        if let Some(mut m) = run_pair(&a, &b, inputs, k, tol, side_by_side)? {
             m.data_set = true;
             return Ok((Some(m), checked));
         }
@@ -154,7 +156,7 @@ pub fn compare_models_on(
                 })
             }
         };
-        match run_pair(&a, &b, &inputs, trial, tol) {
+        match run_pair(&a, &b, &inputs, trial, tol, side_by_side) {
             Ok(Some(m)) => return Ok((Some(m), checked)),
             Ok(None) => checked.random += 1,
             Err(VerifyError::Run {
@@ -175,22 +177,43 @@ pub fn compare_models_on(
     Ok((None, checked))
 }
 
-/// Runs both sessions on one input set and compares their outputs.
+/// Models whose initializers together reach this size run one after the other in the check.
+const SIDE_BY_SIDE_MAX_BYTES: usize = 16 << 20;
+
+/// Encoded size of a model's main-graph initializers.
+fn weight_bytes(model: &ModelProto) -> usize {
+    model.graph.as_ref().map_or(0, |g| {
+        g.initializer
+            .iter()
+            .map(onnx_proto::Message::encoded_len)
+            .sum()
+    })
+}
+
+/// Runs both sessions on one input set and compares their outputs: side by side (one thread
+/// each) or one after the other.
 fn run_pair(
     a: &Session,
     b: &Session,
     inputs: &InputSet,
     trial: usize,
     tol: Tolerance,
+    side_by_side: bool,
 ) -> Result<Option<Mismatch>, VerifyError> {
     {
-        // The two models run side by side, one thread each.
-        let (ra, rb) = std::thread::scope(|scope| {
-            let original = scope.spawn(|| a.run(inputs.clone()));
-            let rb = b.run(inputs.clone());
-            let ra = original.join().map_err(|_| VerifyError::Panic { trial })?;
-            Ok::<_, VerifyError>((ra, rb))
-        })?;
+        let (ra, rb) = if side_by_side {
+            std::thread::scope(|scope| {
+                let original = scope.spawn(|| a.run(inputs.clone()));
+                let rb = b.run(inputs.clone());
+                let ra = original.join().map_err(|_| VerifyError::Panic { trial })?;
+                Ok::<_, VerifyError>((ra, rb))
+            })?
+        } else {
+            let ra =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.run(inputs.clone())))
+                    .map_err(|_| VerifyError::Panic { trial })?;
+            (ra, b.run(inputs.clone()))
+        };
         let ra = ra.map_err(|e| VerifyError::Run {
             which: "original",
             trial,

@@ -146,6 +146,107 @@ pub(crate) struct PlanCtx<'a> {
     pub(crate) depth: usize,
     /// Decoded initializers shared with other sessions ([`TensorCache`]).
     pub(crate) cache: Option<&'a TensorCache>,
+    /// Decode this graph's large initializers when a run first reads them and drop them after
+    /// their last read ([`Session::with_lazy_weights`]); never passed down to subgraphs.
+    pub(crate) lazy_weights: bool,
+}
+
+/// Whether `step` is a Gather (a kernel) that reads `slot` as its data and nowhere else.
+fn reads_rows_only(step: &Step, slot: Slot) -> bool {
+    step.node.op_type.as_deref() == Some("Gather")
+        && normalize_domain(step.node.domain.as_deref().unwrap_or("")).is_empty()
+        && matches!(step.kind, StepKind::Kernel(_))
+        && step.inputs.len() == 2
+        && step.inputs[0] == Some(Src::Local(slot))
+        && step.inputs[1] != Some(Src::Local(slot))
+}
+
+/// The data of a Gather over a lazy initializer `t`, and new indices when only some rows were
+/// decoded: for axis 0 and integer indices all in range, a table of the named rows (sorted,
+/// each once) and the indices renumbered into it; otherwise the whole tensor and `None` (the
+/// kernel then reports bad indices itself).
+fn gather_table(
+    t: &onnx_proto::TensorProto,
+    ctx: &KernelCtx,
+    ins: &[Option<&Value>],
+) -> Result<(Value, Option<Value>)> {
+    let whole = || Ok((Value::Tensor(Tensor::from_proto(t)?), None));
+    let (Some(raw), Some(Value::Tensor(indices))) = (&t.raw_data, ins.get(1).copied().flatten())
+    else {
+        return whole();
+    };
+    let elem_bits = t
+        .data_type
+        .and_then(DType::from_code)
+        .map_or(0, DType::bit_width);
+    let axis = ctx.attr_int("axis", 0)?;
+    let Some(&rows) = t.dims.first() else {
+        return whole();
+    };
+    let row_bytes = t.dims[1..].iter().try_fold(elem_bits / 8, |acc, &d| {
+        usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+    });
+    let Some(row_bytes) = row_bytes else {
+        return whole();
+    };
+    let fits = elem_bits > 0
+        && elem_bits.is_multiple_of(8)
+        && (axis == 0 || axis == -(t.dims.len() as i64))
+        && matches!(indices.dtype(), DType::Int64 | DType::Int32)
+        && usize::try_from(rows)
+            .ok()
+            .and_then(|r| r.checked_mul(row_bytes))
+            == Some(raw.len());
+    if !fits {
+        return whole();
+    }
+    let idx = indices.to_i64_vec()?;
+    let mut picked: Vec<i64> = Vec::with_capacity(idx.len());
+    for &i in &idx {
+        let i = if i < 0 { i + rows } else { i };
+        if !(0..rows).contains(&i) {
+            return whole();
+        }
+        picked.push(i);
+    }
+    let mut unique = picked.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    let mut bytes = Vec::with_capacity(unique.len() * row_bytes);
+    for &r in &unique {
+        let start = r as usize * row_bytes;
+        bytes.extend_from_slice(&raw[start..start + row_bytes]);
+    }
+    let mut dims = t.dims.clone();
+    dims[0] = unique.len() as i64;
+    let part = onnx_proto::TensorProto {
+        dims,
+        data_type: t.data_type,
+        name: t.name.clone(),
+        raw_data: Some(bytes.into()),
+        ..Default::default()
+    };
+    let renumbered: Vec<i64> = picked
+        .iter()
+        .map(|i| unique.binary_search(i).unwrap_or_default() as i64)
+        .collect();
+    let shape = indices.shape().to_vec();
+    let new_indices = match indices.dtype() {
+        DType::Int32 => Tensor::from_vec(
+            &shape,
+            renumbered.iter().map(|&i| i as i32).collect::<Vec<_>>(),
+        )?,
+        _ => Tensor::from_vec(&shape, renumbered)?,
+    };
+    Ok((
+        Value::Tensor(Tensor::from_proto(&part)?),
+        Some(Value::Tensor(new_indices)),
+    ))
+}
+
+/// An initializer worth decoding lazily: raw data of at least 1 KiB in the model itself.
+fn is_lazy_candidate(t: &onnx_proto::TensorProto) -> bool {
+    t.raw_data.as_ref().is_some_and(|r| r.len() >= 1024) && !onnx_proto::is_external(t)
 }
 
 /// A cached tensor: the address and length of its `raw_data`, its type code and dims.
@@ -215,6 +316,7 @@ impl PlanCtx<'_> {
         }
         let mut child = self.clone();
         child.depth += 1;
+        child.lazy_weights = false;
         Ok(child)
     }
 }
@@ -287,6 +389,11 @@ struct Step {
     outputs: Vec<Option<Slot>>,
     /// Slots whose last use is this step.
     free: Vec<Slot>,
+    /// Lazy initializers (indices into [`GraphPlan::lazy`]) this step reads first.
+    load: Vec<usize>,
+    /// A Gather whose data is a lazy initializer only it reads (an index into
+    /// [`GraphPlan::lazy`]): it decodes just the rows its indices name.
+    gather_rows: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -307,6 +414,9 @@ pub(crate) struct GraphPlan {
     /// Declared types of the outputs (used for zero-iteration loops and empty sequences).
     output_types: Vec<DeclaredType>,
     initializers: Vec<(Slot, Value)>,
+    /// Initializers decoded on each run just before their first read (and freed after their
+    /// last, like any value): their slot and tensor (whose `raw_data` shares the model's).
+    lazy: Vec<(Slot, onnx_proto::TensorProto)>,
     /// Names captured from the enclosing scope; `Src::Outer(i)` is `outer_names[i]`.
     outer_names: Vec<String>,
     steps: Vec<Step>,
@@ -467,15 +577,20 @@ impl GraphPlan {
         let mut outer_names: Vec<String> = Vec::new();
 
         let mut initializers = Vec::new();
+        let mut lazy = Vec::new();
         let mut init_names = BTreeSet::new();
         for t in &graph.initializer {
             let name = t.name.clone().unwrap_or_default();
+            let slot = intern(&name, &mut slots);
+            init_names.insert(name);
+            if ctx.lazy_weights && is_lazy_candidate(t) {
+                lazy.push((slot, t.clone()));
+                continue;
+            }
             let value = match ctx.cache {
                 Some(cache) => cache.decode(t)?,
                 None => Tensor::from_proto(t)?,
             };
-            let slot = intern(&name, &mut slots);
-            init_names.insert(name);
             initializers.push((slot, Value::Tensor(value)));
         }
         if !graph.sparse_initializer.is_empty() {
@@ -632,6 +747,8 @@ impl GraphPlan {
                 inputs: ins,
                 outputs: outs,
                 free: Vec::new(),
+                load: Vec::new(),
+                gather_rows: None,
             });
         }
         let mut outputs = Vec::new();
@@ -678,6 +795,39 @@ impl GraphPlan {
                 }
             }
         }
+        // A lazy initializer is decoded before the first step that reads it; one no step reads
+        // (a graph output, or unused) is decoded at planning like the others.
+        let mut first_use: BTreeMap<Slot, usize> = BTreeMap::new();
+        for (k, step) in steps.iter().enumerate() {
+            let direct = step.inputs.iter().flatten().filter_map(|src| match src {
+                Src::Local(s) => Some(*s),
+                Src::Outer(_) => None,
+            });
+            let nested = reads
+                .get(step.node_index)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(|name| slots.get(name).copied());
+            for s in direct.chain(nested) {
+                first_use.entry(s).or_insert(k);
+            }
+        }
+        let mut kept_lazy = Vec::with_capacity(lazy.len());
+        for (slot, t) in lazy {
+            match first_use.get(&slot) {
+                Some(&k) if !keep.contains(&slot) => {
+                    if last_use.get(&slot) == Some(&k) && reads_rows_only(&steps[k], slot) {
+                        steps[k].gather_rows = Some(kept_lazy.len());
+                    } else {
+                        steps[k].load.push(kept_lazy.len());
+                    }
+                    kept_lazy.push((slot, t));
+                }
+                _ => initializers.push((slot, Value::Tensor(Tensor::from_proto(&t)?))),
+            }
+        }
+        let lazy = kept_lazy;
         // Outputs nobody reads are dropped as soon as they are produced.
         for step in &mut steps {
             let unused: Vec<Slot> = step
@@ -696,6 +846,7 @@ impl GraphPlan {
             outputs,
             output_types,
             initializers,
+            lazy,
             outer_names,
             steps,
             slot_count: slots.len(),
@@ -770,6 +921,13 @@ impl GraphPlan {
         }
         for step in &self.steps {
             let started = profile.is_some().then(Instant::now);
+            for &i in &step.load {
+                let (slot, t) = &self.lazy[i];
+                // A fed graph input overrides its initializer.
+                if values[*slot].is_none() {
+                    values[*slot] = Some(Value::Tensor(Tensor::from_proto(t)?));
+                }
+            }
             let outs = {
                 let frame = Frame {
                     values: &values,
@@ -785,6 +943,19 @@ impl GraphPlan {
                     index: Some(step.node_index),
                     opset: step.opset,
                 };
+                // A lazy table is decoded here: only its rows the indices name, or (a fed
+                // input, or indices this cannot take) as a whole.
+                let table = match step.gather_rows {
+                    Some(i) if ins[0].is_none() => Some(gather_table(&self.lazy[i].1, &ctx, &ins)?),
+                    _ => None,
+                };
+                let mut ins = ins;
+                if let Some((data, _)) = &table {
+                    ins[0] = Some(data);
+                }
+                if let Some((_, Some(indices))) = &table {
+                    ins[1] = Some(indices);
+                }
                 if let Some(missing) = step
                     .inputs
                     .iter()
@@ -934,10 +1105,27 @@ impl Session {
         Self::plan(model, builtin_registry(), Some(cache))
     }
 
+    /// Like [`Session::new`], but the main graph's initializers of at least 1 KiB stay encoded
+    /// in the model's buffers: each run decodes one when a step first reads it and drops it
+    /// after its last read, so a run holds the weights its live steps need, not every weight
+    /// (each run decodes them again).
+    pub fn with_lazy_weights(model: &ModelProto) -> Result<Session> {
+        Self::plan_with(model, builtin_registry(), None, true)
+    }
+
     fn plan(
         model: &ModelProto,
         registry: &KernelRegistry,
         cache: Option<&TensorCache>,
+    ) -> Result<Session> {
+        Self::plan_with(model, registry, cache, false)
+    }
+
+    fn plan_with(
+        model: &ModelProto,
+        registry: &KernelRegistry,
+        cache: Option<&TensorCache>,
+        lazy_weights: bool,
     ) -> Result<Session> {
         let graph = model
             .graph
@@ -952,6 +1140,7 @@ impl Session {
             call_stack: Vec::new(),
             depth: 0,
             cache,
+            lazy_weights,
         };
         let plan = GraphPlan::build(graph, &ctx, &|_| false)?;
         Ok(Session { plan, opsets })

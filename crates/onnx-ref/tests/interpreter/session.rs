@@ -377,3 +377,160 @@ fn hard_sigmoid_keeps_nan_and_shrink_takes_integers() {
     );
     assert_eq!(out[0], want);
 }
+
+/// A session with lazy weights computes what an eager one does: a weight read by two nodes, a
+/// weight that is also a graph output, one read only inside a subgraph, a small one (decoded at
+/// planning), and an overridable one (an initializer listed as a graph input) fed or not.
+#[test]
+fn lazy_weights_give_the_eager_results() {
+    let raw = |name: &str, fill: f32| TensorProto {
+        name: Some(name.into()),
+        dims: vec![86, 3],
+        data_type: Some(onnx_proto::tensor_proto::DataType::Float as i32),
+        raw_data: Some(
+            (0..86 * 3)
+                .flat_map(|i| (fill + i as f32 * 0.5).to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
+        ..Default::default()
+    };
+    let attr_graph = |name: &str, g: GraphProto| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(onnx_proto::attribute_proto::AttributeType::Graph as i32),
+        g: Some(g),
+        ..Default::default()
+    };
+    let branch = |name: &str, read: &str| GraphProto {
+        name: Some(name.into()),
+        node: vec![node("Identity", "i", &[read], &["t"])],
+        output: vec![tensor_info("t", DType::Float, &[Some(86), Some(3)])],
+        ..Default::default()
+    };
+    let mut cond = node("If", "if", &["c"], &["z"]);
+    cond.attribute
+        .push(attr_graph("then_branch", branch("then", "u")));
+    cond.attribute
+        .push(attr_graph("else_branch", branch("else", "x")));
+    let mut m = model(
+        vec![
+            node("Add", "a", &["x", "w"], &["a"]),
+            node("Mul", "b", &["a", "v"], &["b"]),
+            node("Sub", "s", &["b", "v"], &["d"]),
+            node("Add", "e", &["d", "small"], &["e"]),
+            cond,
+            node("Add", "y", &["e", "z"], &["y"]),
+        ],
+        13,
+    );
+    let g = m.graph.as_mut().unwrap();
+    g.initializer = vec![
+        raw("w", 1.0),
+        raw("v", -2.0),
+        raw("u", 3.0),
+        TensorProto {
+            name: Some("small".into()),
+            dims: vec![3],
+            data_type: Some(onnx_proto::tensor_proto::DataType::Float as i32),
+            float_data: vec![0.25, 0.5, 0.75],
+            ..Default::default()
+        },
+        TensorProto {
+            name: Some("c".into()),
+            dims: vec![],
+            data_type: Some(onnx_proto::tensor_proto::DataType::Bool as i32),
+            int32_data: vec![1],
+            ..Default::default()
+        },
+    ];
+    g.input
+        .push(tensor_info("w", DType::Float, &[Some(86), Some(3)]));
+    g.output = vec![
+        tensor_info("y", DType::Float, &[Some(86), Some(3)]),
+        tensor_info("v", DType::Float, &[Some(86), Some(3)]),
+    ];
+    let eager = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+    let lazy = Session::with_lazy_weights(&m).unwrap_or_else(|e| panic!("{e}"));
+    let x = floats(&[86, 3], (0..86 * 3).map(|i| i as f32 / 7.0).collect());
+    let fed_w = floats(&[86, 3], vec![-1.0; 86 * 3]);
+    for inputs in [
+        vec![("x".to_string(), x.clone())],
+        vec![("x".to_string(), x.clone()), ("w".to_string(), fed_w)],
+    ] {
+        let want = eager.run(inputs.clone()).unwrap_or_else(|e| panic!("{e}"));
+        // Twice: each run decodes the weights again.
+        for _ in 0..2 {
+            let got = lazy.run(inputs.clone()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got, want);
+        }
+    }
+    let plain = eager.run(vec![("x".to_string(), x.clone())]).unwrap();
+    let fed = eager
+        .run(vec![
+            ("x".to_string(), x),
+            ("w".to_string(), floats(&[86, 3], vec![-1.0; 86 * 3])),
+        ])
+        .unwrap();
+    assert_ne!(plain[0], fed[0], "feeding w overrides its initializer");
+}
+
+/// A Gather whose table is a lazy weight read by nothing else decodes only the rows its
+/// indices name; the results equal an eager session's for repeated, negative and no indices,
+/// int32 and int64 indices, and an index out of range is an error in both.
+#[test]
+fn lazy_gather_gives_the_eager_results() {
+    let table = TensorProto {
+        name: Some("table".into()),
+        dims: vec![300, 2],
+        data_type: Some(onnx_proto::tensor_proto::DataType::Float as i32),
+        raw_data: Some(
+            (0..600)
+                .flat_map(|i| (i as f32 * 0.25 - 7.0).to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
+        ..Default::default()
+    };
+    for dtype in [DType::Int64, DType::Int32] {
+        let m = ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(13),
+            }],
+            graph: Some(GraphProto {
+                name: Some("g".into()),
+                node: vec![node("Gather", "g", &["table", "i"], &["y"])],
+                initializer: vec![table.clone()],
+                input: vec![tensor_info("i", dtype, &[None])],
+                output: vec![tensor_info("y", DType::Float, &[None, Some(2)])],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let eager = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+        let lazy = Session::with_lazy_weights(&m).unwrap_or_else(|e| panic!("{e}"));
+        let indices = |v: &[i64]| {
+            let t = match dtype {
+                DType::Int32 => {
+                    Tensor::from_vec(&[v.len()], v.iter().map(|&i| i as i32).collect::<Vec<_>>())
+                }
+                _ => Tensor::from_vec(&[v.len()], v.to_vec()),
+            };
+            vec![(
+                "i".to_string(),
+                Value::Tensor(t.unwrap_or_else(|e| panic!("{e}"))),
+            )]
+        };
+        for v in [&[5i64, -1, 5, 0, 299][..], &[], &[-300, 17]] {
+            let want = eager.run(indices(v)).unwrap_or_else(|e| panic!("{e}"));
+            let got = lazy.run(indices(v)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got, want, "{dtype} {v:?}");
+        }
+        for v in [&[300i64][..], &[2, -301]] {
+            assert!(eager.run(indices(v)).is_err(), "{v:?}");
+            let err = lazy.run(indices(v)).unwrap_err().to_string();
+            assert!(err.contains("Gather"), "{err}");
+        }
+    }
+}

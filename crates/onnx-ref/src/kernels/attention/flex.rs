@@ -81,6 +81,7 @@ fn run_modifier(
         call_stack: Vec::new(),
         depth: 0,
         cache: None,
+        lazy_weights: false,
     };
     let plan = GraphPlan::build(graph, &plan_ctx, &|_| false)?;
     let feed = cast_tensor(&Tensor::from_vec(shape, values.to_vec())?, dtype)?;
