@@ -101,7 +101,7 @@ fn optimize_writes_a_checked_model_and_a_report() {
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(json["nodes_before"], 82);
     // Exactly as the dev-model snapshot (tests/pipeline) says.
-    assert_eq!(json["nodes_after"], 65);
+    assert_eq!(json["nodes_after"], 64);
     let o = onnx_opt(&[&"check", &out]);
     assert!(o.status.success(), "{}", stderr(&o));
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
