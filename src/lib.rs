@@ -59,6 +59,7 @@ pub mod prove;
 pub mod rules;
 pub mod run;
 mod rust_rule;
+pub mod sibling_conv;
 pub mod sibling_matmul;
 pub mod testing;
 pub mod verify;

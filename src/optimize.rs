@@ -217,6 +217,12 @@ pub fn render_table(o: &Outcome) -> String {
             o.report.merged_matmuls
         ));
     }
+    if o.report.merged_convs > 0 {
+        s.push_str(&format!(
+            "convs: {} Conv node(s) merged into a sibling that reads the same input\n",
+            o.report.merged_convs
+        ));
+    }
     s.push_str(&format!(
         "time: {:.0} ms (load {:.0}, optimize {:.0}, check {:.0}, save {:.0})\n",
         o.time_ms, o.load_ms, o.report.optimize_ms, o.report.check_ms, o.save_ms

@@ -27,12 +27,7 @@ pub const MIN_GROUP: usize = 3;
 /// Merges every group of sibling MatMuls in the main graph; returns how many MatMul nodes went
 /// (a group of `n` removes `n - 1` MatMuls and adds one Split).
 pub fn merge_sibling_matmuls(model: &mut ModelProto) -> usize {
-    let opset = model
-        .opset_import
-        .iter()
-        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
-        .and_then(|o| o.version)
-        .unwrap_or(0);
+    let opset = default_opset(model);
     if opset < 11 {
         return 0;
     }
@@ -42,6 +37,94 @@ pub fn merge_sibling_matmuls(model: &mut ModelProto) -> usize {
     let mut names = BTreeSet::new();
     crate::inline::collect_names(graph, &mut names);
     merge_in(graph, opset, &mut names)
+}
+
+/// The model's default-domain opset (0 when it imports none).
+pub(crate) fn default_opset(model: &ModelProto) -> i64 {
+    model
+        .opset_import
+        .iter()
+        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
+        .and_then(|o| o.version)
+        .unwrap_or(0)
+}
+
+/// Reads of each name in `g`; a graph output or a name a subgraph reads counts twice more, so
+/// a count of 1 means one node input and nothing else.
+pub(crate) fn use_counts(g: &GraphProto) -> BTreeMap<&str, usize> {
+    let mut uses: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut in_subgraphs = BTreeSet::new();
+    for n in &g.node {
+        for i in &n.input {
+            *uses.entry(i.as_str()).or_default() += 1;
+        }
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                crate::inline::collect_names(sub, &mut in_subgraphs);
+            }
+        }
+    }
+    for name in g.output.iter().filter_map(|v| v.name.as_deref()) {
+        *uses.entry(name).or_default() += 2;
+    }
+    for name in &in_subgraphs {
+        if let Some(u) = uses.get_mut(name.as_str()) {
+            *u += 2;
+        }
+    }
+    uses
+}
+
+/// `Split(input, axis, sizes)` into `outputs`, named after the first merged node `first`: the
+/// sizes as an int64 initializer (pushed to `new_inits`) from opset 13, as an attribute below.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn split_node(
+    first: &NodeProto,
+    input: String,
+    outputs: Vec<String>,
+    axis: i64,
+    sizes: Vec<i64>,
+    opset: i64,
+    names: &mut BTreeSet<String>,
+    new_inits: &mut Vec<TensorProto>,
+) -> NodeProto {
+    let op = first.op_type.as_deref().unwrap_or("node");
+    let mut split = NodeProto {
+        name: Some(fresh(
+            names,
+            &format!("{}_split", first.name.as_deref().unwrap_or(op)),
+        )),
+        op_type: Some("Split".into()),
+        domain: first.domain.clone(),
+        input: vec![input],
+        output: outputs,
+        attribute: vec![AttributeProto {
+            name: Some("axis".into()),
+            r#type: Some(attribute_proto::AttributeType::Int as i32),
+            i: Some(axis),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    if opset >= 13 {
+        let s_name = fresh(names, &format!("{}_split_sizes", first.output[0]));
+        new_inits.push(TensorProto {
+            name: Some(s_name.clone()),
+            dims: vec![sizes.len() as i64],
+            data_type: Some(tensor_proto::DataType::Int64 as i32),
+            int64_data: sizes,
+            ..Default::default()
+        });
+        split.input.push(s_name);
+    } else {
+        split.attribute.push(AttributeProto {
+            name: Some("split".into()),
+            r#type: Some(attribute_proto::AttributeType::Ints as i32),
+            ints: sizes,
+            ..Default::default()
+        });
+    }
+    split
 }
 
 /// Bytes per element (none for types narrower than a byte, or strings).
@@ -90,7 +173,8 @@ fn mergeable_weight(
     })
 }
 
-fn fresh(names: &mut BTreeSet<String>, base: &str) -> String {
+/// `base`, or `base_N` for the first N that makes it a name `names` does not hold; added to them.
+pub(crate) fn fresh(names: &mut BTreeSet<String>, base: &str) -> String {
     let mut name = base.to_string();
     let mut i = 1;
     while names.contains(&name) {
@@ -110,27 +194,7 @@ fn merge_in(g: &mut GraphProto, opset: i64, names: &mut BTreeSet<String>) -> usi
         .filter_map(|(i, t)| t.name.as_deref().map(|n| (n, i)))
         .filter(|(n, _)| !graph_inputs.contains(n))
         .collect();
-    // Uses of each name; a graph output or a name a subgraph reads counts as many.
-    let mut uses: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut in_subgraphs = BTreeSet::new();
-    for n in &g.node {
-        for i in &n.input {
-            *uses.entry(i.as_str()).or_default() += 1;
-        }
-        for a in &n.attribute {
-            for sub in a.g.iter().chain(&a.graphs) {
-                crate::inline::collect_names(sub, &mut in_subgraphs);
-            }
-        }
-    }
-    for name in g.output.iter().filter_map(|v| v.name.as_deref()) {
-        *uses.entry(name).or_default() += 2;
-    }
-    for name in &in_subgraphs {
-        if let Some(u) = uses.get_mut(name.as_str()) {
-            *u += 2;
-        }
-    }
+    let uses = use_counts(g);
     // Groups: (first input, weight type, weight rows) -> (node index, weight) in graph order.
     let mut groups: BTreeMap<(&str, i32, i64), Group> = BTreeMap::new();
     for (i, n) in g.node.iter().enumerate() {
@@ -197,44 +261,20 @@ fn merge_in(g: &mut GraphProto, opset: i64, names: &mut BTreeSet<String>) -> usi
             ..Default::default()
         };
         let widths: Vec<i64> = group.iter().map(|(_, w)| w.cols).collect();
-        let mut split = NodeProto {
-            name: Some(fresh(
-                names,
-                &format!("{}_split", first.name.as_deref().unwrap_or("MatMul")),
-            )),
-            op_type: Some("Split".into()),
-            domain: first.domain.clone(),
-            input: vec![y_name],
-            output: group
-                .iter()
-                .map(|(i, _)| g.node[*i].output[0].clone())
-                .collect(),
-            attribute: vec![AttributeProto {
-                name: Some("axis".into()),
-                r#type: Some(attribute_proto::AttributeType::Int as i32),
-                i: Some(-1),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        if opset >= 13 {
-            let s_name = fresh(names, &format!("{}_split_sizes", first.output[0]));
-            new_inits.push(TensorProto {
-                name: Some(s_name.clone()),
-                dims: vec![widths.len() as i64],
-                data_type: Some(tensor_proto::DataType::Int64 as i32),
-                int64_data: widths,
-                ..Default::default()
-            });
-            split.input.push(s_name);
-        } else {
-            split.attribute.push(AttributeProto {
-                name: Some("split".into()),
-                r#type: Some(attribute_proto::AttributeType::Ints as i32),
-                ints: widths,
-                ..Default::default()
-            });
-        }
+        let outputs = group
+            .iter()
+            .map(|(i, _)| g.node[*i].output[0].clone())
+            .collect();
+        let split = split_node(
+            first,
+            y_name,
+            outputs,
+            -1,
+            widths,
+            opset,
+            names,
+            &mut new_inits,
+        );
         placed.insert(group[0].0, vec![matmul, split]);
         for (i, w) in &group {
             removed_nodes.insert(*i);

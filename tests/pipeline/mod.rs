@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use onnx_opt::optimize::load_ir;
 use onnx_opt::verify::{compare_models, Tolerance};
 
+mod sibling_conv;
 mod sibling_matmul;
 
 /// The development models' `model.onnx` under `shared`, sorted.
