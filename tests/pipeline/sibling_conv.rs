@@ -254,3 +254,99 @@ g (float[1,4,5,5] x, float[2,4,1,1] w0, float[3,4,1,1] w1) => (float[1,2,5,5] y0
     assert_eq!(inputs, ["x", inits[0]]);
     assert_eq!(g.initializer[0].dims, [5, 4, 1, 1]);
 }
+
+/// Random groups of sibling Convs (channels, kernel, stride, padding, dilation, bias, activation,
+/// opset, and weights as initializers, ConstantOfShape fills or a computed constant), each
+/// optimized under the node-count cost model with the check on (the original and the merged
+/// model agree on random inputs, or `optimize` fails): the group merges exactly when it pays.
+#[test]
+fn random_sibling_conv_groups_merge_when_they_pay_and_compute_the_same() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed, TestRunner};
+    let strategy = (
+        prop::collection::vec(1usize..4, 2..5),
+        (1usize..4, 1usize..3, 0usize..2, 1usize..3),
+        prop::sample::select(vec!["", "Relu", "Sigmoid", "LeakyRelu", "Clip"]),
+        (any::<bool>(), 0usize..3),
+        prop::sample::select(vec![9i64, 11, 13, 18]),
+    );
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        rng_seed: RngSeed::Fixed(1301),
+        failure_persistence: None,
+        max_shrink_iters: 0,
+        ..Config::default()
+    });
+    let result = runner.run(
+        &strategy,
+        |(channels, (k, s, p, d), act, (bias, storage), opset)| {
+            let span = d * (k - 1) + 1;
+            let size = 6 + 2 * p;
+            prop_assume!(size >= span);
+            let o = (size - span) / s + 1;
+            let clip = act == "Clip" && opset >= 11;
+            let act = if act == "Clip" && !clip { "Relu" } else { act };
+            let distinct = (1..channels.len()).all(|i| !channels[..i].contains(&channels[i]));
+            let mut inits = vec!["float lo = {-0.5}, float hi = {0.5}".to_string()];
+            let mut body = Vec::new();
+            let mut outputs = Vec::new();
+            for (i, &m) in channels.iter().enumerate() {
+                let n = m * 3 * k * k;
+                match storage {
+                    0 => inits.push(format!("float[{m},3,{k},{k}] w{i} = {{{}}}", values(n, i as f32))),
+                    1 => {
+                        inits.push(format!("int64[4] s{i} = {{{m}, 3, {k}, {k}}}"));
+                        body.push(format!(
+                            "  w{i} = ConstantOfShape<value = float[1] {{{}}}>(s{i})",
+                            // One fill for all where the shapes differ (one ConstantOfShape
+                            // after the merge); else one each (equal weights would make equal
+                            // Convs, which the e-graph merges first).
+                            if distinct { 0.1 } else { 0.1 * (i + 1) as f32 }
+                        ));
+                    }
+                    _ => {
+                        inits.push(format!("float[{m},3,{k},{k}] a{i} = {{{}}}", values(n, i as f32)));
+                        body.push(format!("  w{i} = Neg(a{i})"));
+                    }
+                }
+                let b = if bias {
+                    inits.push(format!("float[{m}] b{i} = {{{}}}", values(m, 5.0 + i as f32)));
+                    format!(", b{i}")
+                } else {
+                    String::new()
+                };
+                let conv = format!(
+                    "Conv<kernel_shape = [{k}, {k}], strides = [{s}, {s}], pads = [{p}, {p}, {p}, {p}], dilations = [{d}, {d}]>(x, w{i}{b})"
+                );
+                match act {
+                    "" => body.push(format!("  y{i} = {conv}")),
+                    "Clip" => {
+                        body.push(format!("  c{i} = {conv}"));
+                        body.push(format!("  y{i} = Clip(c{i}, lo, hi)"));
+                    }
+                    a => {
+                        body.push(format!("  c{i} = {conv}"));
+                        body.push(format!("  y{i} = {a}(c{i})"));
+                    }
+                }
+                outputs.push(format!("float[1,{m},{o},{o}] y{i}"));
+            }
+            let text = format!(
+                "<ir_version: 8, opset_import: [\"\" : {opset}]>\ng (float[1,3,6,6] x) => ({}) <{}> {{\n{}\n}}",
+                outputs.join(", "),
+                inits.join(", "),
+                body.join("\n")
+            );
+            let (ops, merged, names) = optimize(&text);
+            let n = channels.len();
+            let pays = !act.is_empty() || n >= 3;
+            prop_assert_eq!(merged, if pays { n - 1 } else { 0 }, "{}\n{:?}", text, ops);
+            prop_assert_eq!(ops.get("Split").copied(), pays.then_some(1), "{}", text);
+            prop_assert_eq!(names.len(), n);
+            Ok(())
+        },
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
