@@ -243,3 +243,49 @@ g (float[2,5,4] x) => (float[2,5,2] q, float[2,5,2] k, float[2,5,3] v) {
     assert_eq!(r["merged_matmuls"], 2);
     assert_eq!(r["nodes_after"], 2);
 }
+
+/// Under `--cost nodes`, three 1x1 Convs of one input, each followed by a Relu, become one Conv,
+/// one Relu and a Split: the table says so and the report counts the Conv nodes that went; the
+/// default cost model leaves them apart and prints no such line.
+#[test]
+fn the_table_and_report_give_the_merged_convs() {
+    let text = r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,2,3,3] x) => (float[1,1,3,3] a, float[1,2,3,3] b, float[1,1,3,3] c) <float[1,2,1,1] wa = {1.0, -2.0}, float[2,2,1,1] wb = {0.5, 0.25, -1.0, 3.0}, float[1,2,1,1] wc = {2.0, 1.5}> {
+  ca = Conv(x, wa)
+  cb = Conv(x, wb)
+  cc = Conv(x, wc)
+  a = Relu(ca)
+  b = Relu(cb)
+  c = Relu(cc)
+}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("branches.onnxtxt");
+    std::fs::write(&model, text).unwrap();
+    let out = dir.path().join("out.onnx");
+    let report = dir.path().join("report.json");
+    let o = onnx_opt(&[
+        &model,
+        &"-o",
+        &out,
+        &"--cost",
+        &"nodes",
+        &"--report",
+        &report,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(
+        table.contains("convs: 2 Conv node(s) merged into a sibling that reads the same input"),
+        "{table}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["merged_convs"], 2);
+    assert_eq!(r["nodes_after"], 3);
+    let o = onnx_opt(&[&model, &"-o", &out, &"--report", &report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("convs: "), "{}", stdout(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["merged_convs"], 0);
+}
