@@ -97,6 +97,8 @@ struct Facts<'a> {
     inits: BTreeMap<&'a str, usize>,
     /// The node that writes each name.
     producer: BTreeMap<&'a str, usize>,
+    /// The first node that reads each name.
+    reader: BTreeMap<&'a str, usize>,
     /// Reads of each name; a graph output or a name a subgraph reads counts twice.
     uses: BTreeMap<&'a str, usize>,
     /// Names that depend on no graph input.
@@ -126,7 +128,11 @@ impl<'a> Facts<'a> {
             .collect();
         let mut producer = BTreeMap::new();
         let mut input_free: BTreeSet<&str> = inits.keys().copied().collect();
+        let mut reader = BTreeMap::new();
         for (k, n) in g.node.iter().enumerate() {
+            for i in &n.input {
+                reader.entry(i.as_str()).or_insert(k);
+            }
             for o in &n.output {
                 producer.insert(o.as_str(), k);
             }
@@ -144,6 +150,7 @@ impl<'a> Facts<'a> {
         Facts {
             inits,
             producer,
+            reader,
             uses: use_counts(g),
             input_free,
             types: onnx_schema::infer::infer_graph(g, opsets).unwrap_or_default(),
@@ -243,7 +250,7 @@ fn merge_in(
         }
         let out = n.output[0].as_str();
         let activation = (facts.single_use(out))
-            .then(|| g.node.iter().position(|c| c.input.iter().any(|i| i == out)))
+            .then(|| facts.reader.get(out).copied())
             .flatten()
             .filter(|&a| {
                 let c = &g.node[a];
