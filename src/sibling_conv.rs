@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use onnx_proto::{attribute_proto, tensor_proto, AttributeProto, GraphProto, ModelProto};
 use onnx_proto::{Message, NodeProto, TensorProto};
 
-use crate::sibling_matmul::{default_opset, fresh, split_node, use_counts};
+use crate::sibling_matmul::{default_opset, fresh, replace_nodes, split_node, use_counts};
 
 /// Elementwise activations of one tensor input (further inputs, such as Clip's bounds, must be
 /// the same names) that can be applied to the merged Conv's result before the Split.
@@ -57,21 +57,33 @@ pub fn merge_sibling_convs(model: &mut ModelProto) -> usize {
         return 0;
     }
     let opsets = onnx_schema::infer::opset_imports(&model.opset_import);
+    let before = model.clone();
     let Some(graph) = model.graph.as_mut() else {
         return 0;
     };
-    let before = graph.clone();
     let mut names = BTreeSet::new();
     crate::inline::collect_names(graph, &mut names);
     // Below IR 4 every initializer is also a graph input, and a constant all the same.
-    let inputs_are_constants = model.ir_version.unwrap_or(0) < 4;
+    let inputs_are_constants = before.ir_version.unwrap_or(0) < 4;
     let merged = merge_in(graph, &opsets, opset, inputs_are_constants, &mut names);
-    if merged > 0 && !sort_topologically(graph) {
-        // Never leave a graph out of order: keep the original.
-        *graph = before;
+    if merged == 0 {
         return 0;
     }
-    merged
+    // The merged nodes stand where the first Conv stood; the IR's stable sort puts them after
+    // the weights they read. Never leave a graph out of order: on any failure keep the original.
+    let sorted = onnx_ir::Model::from_proto(std::mem::take(model))
+        .ok()
+        .and_then(|mut ir| ir.graph.sort_topologically().ok().map(|_| ir.to_proto()));
+    match sorted {
+        Some(m) => {
+            *model = m;
+            merged
+        }
+        None => {
+            *model = before;
+            0
+        }
+    }
 }
 
 fn is_default_domain(n: &NodeProto) -> bool {
@@ -387,15 +399,7 @@ fn merge_in(
         gone.extend(g.node[k].output.iter().cloned());
         orphans.extend(g.node[k].input.iter().cloned());
     }
-    let nodes = std::mem::take(&mut g.node);
-    for (k, n) in nodes.into_iter().enumerate() {
-        if let Some(new) = placed.remove(&k) {
-            g.node.extend(new);
-        }
-        if !removed_nodes.contains(&k) {
-            g.node.push(n);
-        }
-    }
+    replace_nodes(g, placed, &removed_nodes);
     let mut still_read = BTreeSet::new();
     for n in &g.node {
         still_read.extend(n.input.iter().cloned());
@@ -586,53 +590,4 @@ fn stack(
         ..Default::default()
     });
     name
-}
-
-/// Orders the nodes so each comes after the writers of what it reads (its inputs and the outer
-/// names its subgraphs read), keeping the given order where it already holds. False when the
-/// graph has a cycle.
-fn sort_topologically(g: &mut GraphProto) -> bool {
-    let producer: BTreeMap<String, usize> = g
-        .node
-        .iter()
-        .enumerate()
-        .flat_map(|(k, n)| n.output.iter().map(move |o| (o.clone(), k)))
-        .collect();
-    let mut waits = vec![0usize; g.node.len()];
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.node.len()];
-    for (k, n) in g.node.iter().enumerate() {
-        let mut reads: BTreeSet<String> = n.input.iter().cloned().collect();
-        for a in &n.attribute {
-            for sub in a.g.iter().chain(&a.graphs) {
-                crate::inline::collect_names(sub, &mut reads);
-            }
-        }
-        let deps: BTreeSet<usize> = reads
-            .iter()
-            .filter_map(|r| producer.get(r).copied())
-            .filter(|&p| p != k)
-            .collect();
-        waits[k] = deps.len();
-        for p in deps {
-            readers[p].push(k);
-        }
-    }
-    let mut ready: BTreeSet<usize> = (0..g.node.len()).filter(|&k| waits[k] == 0).collect();
-    let mut order = Vec::with_capacity(g.node.len());
-    while let Some(k) = ready.pop_first() {
-        order.push(k);
-        for &r in &readers[k] {
-            waits[r] -= 1;
-            if waits[r] == 0 {
-                ready.insert(r);
-            }
-        }
-    }
-    if order.len() != g.node.len() {
-        return false;
-    }
-    let mut nodes: Vec<Option<NodeProto>> =
-        std::mem::take(&mut g.node).into_iter().map(Some).collect();
-    g.node = order.into_iter().filter_map(|k| nodes[k].take()).collect();
-    true
 }

@@ -127,6 +127,24 @@ pub(crate) fn split_node(
     split
 }
 
+/// Rebuilds `g.node`: the nodes of `placed` go in before the node at their index, and the nodes
+/// of `removed` go.
+pub(crate) fn replace_nodes(
+    g: &mut GraphProto,
+    mut placed: BTreeMap<usize, Vec<NodeProto>>,
+    removed: &BTreeSet<usize>,
+) {
+    let nodes = std::mem::take(&mut g.node);
+    for (i, n) in nodes.into_iter().enumerate() {
+        if let Some(new) = placed.remove(&i) {
+            g.node.extend(new);
+        }
+        if !removed.contains(&i) {
+            g.node.push(n);
+        }
+    }
+}
+
 /// Bytes per element (none for types narrower than a byte, or strings).
 fn element_size(data_type: i32) -> Option<usize> {
     let bits = onnx_ref::DType::from_code(data_type)?.bit_width();
@@ -282,15 +300,7 @@ fn merge_in(g: &mut GraphProto, opset: i64, names: &mut BTreeSet<String>) -> usi
         }
         merged += group.len() - 1;
     }
-    let nodes = std::mem::take(&mut g.node);
-    for (i, n) in nodes.into_iter().enumerate() {
-        if let Some(new) = placed.remove(&i) {
-            g.node.extend(new);
-        }
-        if !removed_nodes.contains(&i) {
-            g.node.push(n);
-        }
-    }
+    replace_nodes(g, placed, &removed_nodes);
     let inits = std::mem::take(&mut g.initializer);
     g.initializer = inits
         .into_iter()

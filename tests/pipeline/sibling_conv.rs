@@ -350,3 +350,51 @@ fn random_sibling_conv_groups_merge_when_they_pay_and_compute_the_same() {
         panic!("{e}");
     }
 }
+
+/// The pass on its own, on a graph whose later weights are written after the first Conv (as
+/// extraction emits them, next to their reader): the Concat that stacks them stands where the
+/// first Conv stood, and the result is put back in topological order.
+#[test]
+fn the_merged_graph_is_in_topological_order() {
+    let text = r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,32,6,6] x) => (float[1,16,6,6] y0, float[1,24,6,6] y1) <int64[4] s0 = {16, 32, 3, 3}, int64[4] s1 = {24, 32, 3, 3}> {
+  w0 = ConstantOfShape<value = float[1] {0.01}>(s0)
+  c0 = Conv<pads = [1, 1, 1, 1]>(x, w0)
+  y0 = Relu(c0)
+  w1 = ConstantOfShape<value = float[1] {-0.02}>(s1)
+  c1 = Conv<pads = [1, 1, 1, 1]>(x, w1)
+  y1 = Relu(c1)
+}"#;
+    let mut proto = onnx_opt::parse_text(text).unwrap().to_proto();
+    assert_eq!(onnx_opt::sibling_conv::merge_sibling_convs(&mut proto), 1);
+    let g = proto.graph.unwrap();
+    let mut defined: std::collections::BTreeSet<String> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.clone())
+        .collect();
+    defined.insert("x".into());
+    let mut ops = Vec::new();
+    for n in &g.node {
+        for i in &n.input {
+            assert!(
+                defined.contains(i),
+                "{i} read before it is written: {:?}",
+                g.node
+            );
+        }
+        defined.extend(n.output.iter().cloned());
+        ops.push(n.op_type.clone().unwrap());
+    }
+    assert_eq!(
+        ops,
+        [
+            "ConstantOfShape",
+            "ConstantOfShape",
+            "Concat",
+            "Conv",
+            "Relu",
+            "Split"
+        ]
+    );
+}
