@@ -347,7 +347,6 @@ fn eval_planned_node(
         functions: &functions,
         call_stack: Vec::new(),
         depth: 0,
-        cache: None,
         lazy_weights: false,
     };
     let (_, kind) = plan_node(node, None, &plan_ctx, &|_| false, &|_| None)?;

@@ -144,8 +144,6 @@ pub(crate) struct PlanCtx<'a> {
     pub(crate) functions: &'a LocalFunctions,
     pub(crate) call_stack: Vec<FunctionKey>,
     pub(crate) depth: usize,
-    /// Decoded initializers shared with other sessions ([`TensorCache`]).
-    pub(crate) cache: Option<&'a TensorCache>,
     /// Decode this graph's large initializers when a run first reads them and drop them after
     /// their last read ([`Session::with_lazy_weights`]); never passed down to subgraphs.
     pub(crate) lazy_weights: bool,
@@ -247,61 +245,6 @@ fn gather_table(
 /// An initializer worth decoding lazily: raw data of at least 1 KiB in the model itself.
 fn is_lazy_candidate(t: &onnx_proto::TensorProto) -> bool {
     t.raw_data.as_ref().is_some_and(|r| r.len() >= 1024) && !onnx_proto::is_external(t)
-}
-
-/// A cached tensor: the address and length of its `raw_data`, its type code and dims.
-type CacheKey = (usize, usize, i32, Vec<i64>);
-
-/// Initializers decoded once for several sessions: two models that hold the same tensor bytes
-/// (an original and its optimized model share their weights' `raw_data` buffers) get the same
-/// decoded tensor, not a copy each. A tensor is found by the address and length of its
-/// `raw_data` with its type and dims, so the cache must not outlive the models it planned (a
-/// freed buffer's address could be reused); tensors under 1 KiB are not cached.
-#[derive(Debug, Default)]
-pub struct TensorCache {
-    decoded: std::sync::Mutex<std::collections::HashMap<CacheKey, Tensor>>,
-}
-
-impl TensorCache {
-    /// The smallest `raw_data` kept.
-    const MIN_BYTES: usize = 1024;
-
-    /// How many decoded tensors the cache holds.
-    pub fn len(&self) -> usize {
-        self.decoded.lock().map_or(0, |m| m.len())
-    }
-
-    /// True when the cache holds no tensor.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn decode(&self, t: &onnx_proto::TensorProto) -> Result<Tensor> {
-        let key = match &t.raw_data {
-            Some(raw) if raw.len() >= Self::MIN_BYTES && !onnx_proto::is_external(t) => (
-                raw.as_ptr() as usize,
-                raw.len(),
-                t.data_type.unwrap_or(0),
-                t.dims.clone(),
-            ),
-            _ => return Tensor::from_proto(t),
-        };
-        let cached = self
-            .decoded
-            .lock()
-            .map_err(|_| RefError::op("the tensor cache was poisoned"))?
-            .get(&key)
-            .cloned();
-        if let Some(v) = cached {
-            return Ok(v);
-        }
-        let v = Tensor::from_proto(t)?;
-        self.decoded
-            .lock()
-            .map_err(|_| RefError::op("the tensor cache was poisoned"))?
-            .insert(key, v.clone());
-        Ok(v)
-    }
 }
 
 impl PlanCtx<'_> {
@@ -587,11 +530,7 @@ impl GraphPlan {
                 lazy.push((slot, t.clone()));
                 continue;
             }
-            let value = match ctx.cache {
-                Some(cache) => cache.decode(t)?,
-                None => Tensor::from_proto(t)?,
-            };
-            initializers.push((slot, Value::Tensor(value)));
+            initializers.push((slot, Value::Tensor(Tensor::from_proto(t)?)));
         }
         if !graph.sparse_initializer.is_empty() {
             return Err(graph_err(
@@ -1096,13 +1035,7 @@ impl Session {
 
     /// Like [`Session::new`] with another kernel registry.
     pub fn with_registry(model: &ModelProto, registry: &KernelRegistry) -> Result<Session> {
-        Self::plan(model, registry, None)
-    }
-
-    /// Like [`Session::new`], decoding initializers through `cache`, which other sessions
-    /// share: models that hold the same weight buffers hold one decoded copy.
-    pub fn with_cache(model: &ModelProto, cache: &TensorCache) -> Result<Session> {
-        Self::plan(model, builtin_registry(), Some(cache))
+        Self::plan(model, registry, false)
     }
 
     /// Like [`Session::new`], but the main graph's initializers of at least 1 KiB stay encoded
@@ -1110,23 +1043,10 @@ impl Session {
     /// after its last read, so a run holds the weights its live steps need, not every weight
     /// (each run decodes them again).
     pub fn with_lazy_weights(model: &ModelProto) -> Result<Session> {
-        Self::plan_with(model, builtin_registry(), None, true)
+        Self::plan(model, builtin_registry(), true)
     }
 
-    fn plan(
-        model: &ModelProto,
-        registry: &KernelRegistry,
-        cache: Option<&TensorCache>,
-    ) -> Result<Session> {
-        Self::plan_with(model, registry, cache, false)
-    }
-
-    fn plan_with(
-        model: &ModelProto,
-        registry: &KernelRegistry,
-        cache: Option<&TensorCache>,
-        lazy_weights: bool,
-    ) -> Result<Session> {
+    fn plan(model: &ModelProto, registry: &KernelRegistry, lazy_weights: bool) -> Result<Session> {
         let graph = model
             .graph
             .as_ref()
@@ -1139,7 +1059,6 @@ impl Session {
             functions: &functions,
             call_stack: Vec::new(),
             depth: 0,
-            cache,
             lazy_weights,
         };
         let plan = GraphPlan::build(graph, &ctx, &|_| false)?;

@@ -80,7 +80,6 @@ fn run_modifier(
         functions: &functions,
         call_stack: Vec::new(),
         depth: 0,
-        cache: None,
         lazy_weights: false,
     };
     let plan = GraphPlan::build(graph, &plan_ctx, &|_| false)?;
