@@ -5,6 +5,8 @@
 
 #[path = "interpreter/conformance.rs"]
 mod conformance;
+#[path = "interpreter/contrib.rs"]
+mod contrib;
 #[path = "interpreter/control.rs"]
 mod control;
 #[path = "interpreter/models.rs"]

@@ -11,6 +11,7 @@ use crate::value::Value;
 mod attention;
 mod broadcast;
 mod cast;
+mod contrib;
 mod conv;
 mod conv_transpose;
 mod detection;
@@ -77,6 +78,7 @@ pub fn register_all(reg: &mut KernelRegistry) {
     training::register_all(reg);
     image::register_all(reg);
     random_ops::register_all(reg);
+    contrib::register_all(reg);
 }
 
 /// A kernel result with a single tensor output.

@@ -1,0 +1,6 @@
+//! Contrib kernels: the attention family.
+
+use crate::registry::KernelRegistry;
+
+/// Registers this family's kernels.
+pub fn register_all(_reg: &mut KernelRegistry) {}
