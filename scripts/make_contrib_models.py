@@ -320,15 +320,14 @@ def gpt2_export_opset13() -> onnx.ModelProto:
         sw = g.op1(A, "Shape", [w])
         nd = g.op1(A, "Squeeze", [g.op1(A, "Slice", [sw, g.const(A, np.array([-2], np.int64)),
                                                           g.const(A, np.array([-1], np.int64)),
-                                                          g.const(A, np.array([0], np.int64))])],
-                   )
+                                                          g.const(A, np.array([0], np.int64))])])
         sw2 = g.op1(A, "Shape", [w])
         ns = g.op1(A, "Squeeze", [g.op1(A, "Slice", [sw2, g.const(A, np.array([-1], np.int64)),
                                                           g.const(A, np.array([9223372036854775807], np.int64)),
                                                           g.const(A, np.array([0], np.int64))])])
         start = g.op1(A, "Unsqueeze", [g.op1(A, "Sub", [ns, nd]), g.const(A, np.array([0], np.int64))])
         end = g.op1(A, "Unsqueeze", [ns, g.const(A, np.array([0], np.int64))])
-        m1 = g.op1(A, "Slice", [bias if i == 0 else bias, start, end, g.const(A, np.array([2], np.int64)),
+        m1 = g.op1(A, "Slice", [bias, start, end, g.const(A, np.array([2], np.int64)),
                                 g.const(A, np.array([1], np.int64))])
         end2 = g.op1(A, "Unsqueeze", [ns, g.const(A, np.array([0], np.int64))])
         m2 = g.op1(A, "Slice", [m1, g.const(A, np.array([0], np.int64)), end2, g.const(A, np.array([3], np.int64)),
