@@ -159,6 +159,12 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The check could not run and `--require-check` (`Optimizer::require_check`) asked for it.
+    #[error("the check could not run: {reason}")]
+    CheckSkipped {
+        /// Why.
+        reason: String,
+    },
     /// The check itself could not run.
     #[error("check could not run")]
     Verify(#[source] Box<verify::VerifyError>),

@@ -275,7 +275,22 @@ pub fn render_table(o: &Outcome) -> String {
         o.report.egraph.main.folds_over_budget
     ));
     let r = &o.report;
-    if r.check_trials > 0 || r.check_data_sets > 0 {
+    let around = match r.check_opaque.is_empty() {
+        true => String::new(),
+        false => format!(
+            ", around {} node(s) it cannot run ({})",
+            r.check_opaque
+                .iter()
+                .map(|l| l.split(" x ").next().and_then(|c| c.parse::<usize>().ok()).unwrap_or(1))
+                .sum::<usize>(),
+            r.check_opaque.join(", ")
+        ),
+    };
+    if let Some(why) = &r.check_skipped {
+        s.push_str(&format!(
+            "check: skipped, the result is unchecked ({why}){around}; --require-check refuses it\n"
+        ));
+    } else if r.check_trials > 0 || r.check_data_sets > 0 {
         let mut on = Vec::new();
         if r.check_data_sets > 0 {
             on.push(format!("{} test data set(s)", r.check_data_sets));
@@ -283,11 +298,13 @@ pub fn render_table(o: &Outcome) -> String {
         if r.check_trials > 0 {
             on.push(format!("{} random inputs", r.check_trials));
         }
-        s.push_str(&format!("check: outputs equal on {}", on.join(" and ")));
+        s.push_str(&format!("check: outputs equal on {}{around}", on.join(" and ")));
+        if !r.check_dims.is_empty() {
+            let dims: Vec<String> = r.check_dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s.push_str(&format!("; dims chosen so the original runs: {}", dims.join(", ")));
+        }
         if let Some(why) = &r.check_random_skipped {
-            s.push_str(&format!(
-                "; no random inputs: the original fails on them ({why})"
-            ));
+            s.push_str(&format!("; random inputs stopped: {why}"));
         }
         s.push('\n');
     } else {

@@ -47,6 +47,8 @@ pub struct Optimizer {
     check_data_dirs: Vec<std::path::PathBuf>,
     dims: BTreeMap<String, i64>,
     tolerance: Tolerance,
+    /// A check that cannot run is an error, not a warning.
+    require_check: bool,
 }
 
 impl Default for Optimizer {
@@ -87,8 +89,16 @@ pub struct Report {
     /// Given input sets (test data) the check ran.
     pub check_data_sets: usize,
     /// Why the check's random trials stopped early: the original fails on random inputs
-    /// (accepted only after every given data set agreed).
+    /// (after every given data set, or a first random input, agreed).
     pub check_random_skipped: Option<String>,
+    /// Why the check did not run at all (nothing was compared): the result is unchecked.
+    pub check_skipped: Option<String>,
+    /// The nodes the check ran around (no kernel in the interpreter), as `domain::op` with
+    /// counts.
+    pub check_opaque: Vec<String>,
+    /// Dims of the random inputs that the check chose so that the original runs (those not
+    /// left at 1 nor set by the user).
+    pub check_dims: BTreeMap<String, i64>,
     /// Calls of model-local functions inlined before converting to another opset.
     pub inlined_calls: usize,
     /// Model-local functions removed after inlining (no call left).
@@ -138,6 +148,7 @@ impl Optimizer {
             check: DEFAULT_CHECK_TRIALS,
             check_data: Vec::new(),
             check_data_dirs: Vec::new(),
+            require_check: false,
             dims: BTreeMap::new(),
             tolerance: Tolerance::default(),
         }
@@ -238,6 +249,14 @@ impl Optimizer {
     /// Random trials of the differential check (0 turns it off).
     pub fn check(mut self, trials: usize) -> Self {
         self.check = trials;
+        self
+    }
+
+    /// Make a check that cannot run an error ([`Error::CheckSkipped`]). By default such a result
+    /// is returned with `Report::check_skipped` saying why the check did not run (the original
+    /// model cannot run in the interpreter, or fails on every input the search tried).
+    pub fn require_check(mut self, require: bool) -> Self {
+        self.require_check = require;
         self
     }
 
@@ -394,6 +413,11 @@ impl Optimizer {
         if self.check > 0 || !data.is_empty() {
             let (m, c) = self.differs(&original, &proto, &data)?;
             checked = c;
+            if let (Some(reason), true) = (&checked.skipped, self.require_check) {
+                return Err(Error::CheckSkipped {
+                    reason: reason.clone(),
+                });
+            }
             if let Some(m) = m {
                 let culprit = self.bisect(model, &original, &phases, &origin, &data);
                 return Err(Error::Mismatch(Box::new(MismatchReport {
@@ -417,6 +441,9 @@ impl Optimizer {
                 check_trials: checked.random,
                 check_data_sets: checked.data_sets,
                 check_random_skipped: checked.random_skipped,
+                check_skipped: checked.skipped,
+                check_opaque: checked.opaque,
+                check_dims: checked.dims,
                 inlined_calls: inlined.calls,
                 inlined_functions: inlined.functions,
                 functions_converted: in_place.functions,

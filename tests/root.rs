@@ -2,6 +2,7 @@
 //! shared test data (`../shared`, or `ONNX_OPT_SHARED`) find it with
 //! `onnx_testdata::require_shared!`, which skips them when it is absent.
 
+mod check;
 mod cli;
 mod convert;
 mod fuzz;

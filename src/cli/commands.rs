@@ -16,7 +16,9 @@ pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Optimize(args) => optimize(args),
         Command::Convert(args) => {
-            let mut optimizer = Optimizer::converter(args.opset).check(args.check);
+            let mut optimizer = Optimizer::converter(args.opset)
+                .check(args.check)
+                .require_check(args.require_check);
             for (name, value) in &args.dims {
                 optimizer = optimizer.dim(name, *value);
             }
@@ -28,7 +30,9 @@ pub fn run(command: Command) -> Result<ExitCode> {
                 progress.set(phase)
             });
             drop(progress);
-            print!("{}", render_table(&outcome?));
+            let outcome = outcome?;
+            warn_unchecked(&outcome.report);
+            print!("{}", render_table(&outcome));
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => {
@@ -115,7 +119,8 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
         .pipeline(Pipeline::by_name_or_file(&args.pipeline)?)
         .builtin_rules(!sel.no_builtin)
         .unsafe_rules(sel.float_unsafe)
-        .check(args.check);
+        .check(args.check)
+        .require_check(args.require_check);
     for f in &sel.files {
         optimizer = optimizer.rules_file(f)?;
     }
@@ -154,10 +159,18 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
     );
     drop(progress);
     let outcome = outcome?;
+    warn_unchecked(&outcome.report);
     print!("{}", render_table(&outcome));
     if let Some(path) = &args.report {
         let json = serde_json::to_vec_pretty(&outcome)?;
         onnx_proto::write_atomic(path, |w| w.write_all(&json))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A warning on stderr when the result was written without the check.
+fn warn_unchecked(report: &onnx_opt::Report) {
+    if let Some(why) = &report.check_skipped {
+        eprintln!("warning: the check could not run, the result is written unchecked: {why}");
+    }
 }

@@ -78,6 +78,10 @@ pub struct OptimizeArgs {
     /// check.
     #[arg(long = "check-data", value_name = "DIR")]
     pub check_data: Vec<PathBuf>,
+    /// Refuse to write the result when the check cannot run (by default it is written with a
+    /// warning: the original cannot run in the interpreter, or fails on every input tried).
+    #[arg(long)]
+    pub require_check: bool,
     /// Do not fold constants (overrides the pipeline).
     #[arg(long)]
     pub no_fold: bool,
@@ -122,6 +126,10 @@ pub struct ConvertArgs {
     /// check.
     #[arg(long = "check-data", value_name = "DIR")]
     pub check_data: Vec<PathBuf>,
+    /// Refuse to write the result when the check cannot run (by default it is written with a
+    /// warning: the original cannot run in the interpreter, or fails on every input tried).
+    #[arg(long)]
+    pub require_check: bool,
 }
 
 /// Which rules to run.

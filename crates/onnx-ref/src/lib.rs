@@ -31,7 +31,9 @@ pub use random::{random_inputs, random_tensor};
 pub use registry::{
     builtin_registry, eval_node, normalize_domain, KernelCtx, KernelFn, KernelRegistry, LATEST,
 };
-pub use session::{declared_type, model_opsets, DeclaredType, Opsets, Profile, Scope, Session};
+pub use session::{
+    declared_type, model_opsets, opaque_nodes, DeclaredType, Opsets, Profile, Scope, Session,
+};
 pub use tensor::{
     array_from_vec, check_size, element_limit, set_element_limit, Array, Elem, ElementLimit,
     Tensor, MAX_ELEMENTS,

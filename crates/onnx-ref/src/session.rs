@@ -1126,3 +1126,45 @@ impl Session {
             .collect())
     }
 }
+
+/// The main-graph nodes (indices into `graph.node`) that no kernel, control-flow plan,
+/// Gradient or function body (model-local or the schema's) can run at the model's opsets:
+/// custom-domain ops and contrib ops without a kernel. A [`Session`] refuses a model holding
+/// one; a caller that can treat them as boundaries (the optimizer's check) cuts them out first.
+/// A node whose domain the model does not import is not listed (planning reports it).
+pub fn opaque_nodes(model: &ModelProto) -> Vec<usize> {
+    let Some(graph) = model.graph.as_ref() else {
+        return Vec::new();
+    };
+    let opsets = model_opsets(model);
+    let functions = local_functions(model);
+    let ctx = PlanCtx {
+        registry: builtin_registry(),
+        opsets: opsets.clone(),
+        functions: &functions,
+        call_stack: Vec::new(),
+        depth: 0,
+        lazy_weights: false,
+    };
+    let mut out = Vec::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        let domain = normalize_domain(node.domain.as_deref().unwrap_or(""));
+        let Some(&opset) = opsets.get(domain) else {
+            continue;
+        };
+        let kctx = KernelCtx {
+            node,
+            index: Some(i),
+            opset,
+        };
+        let op = kctx.op();
+        let runnable = builtin_registry().lookup(domain, op, opset).is_some()
+            || control::is_control_op(domain, op)
+            || (gradient::is_gradient_op(domain, op) && opset == 1)
+            || !matches!(function::plan_function(&kctx, &ctx), Ok(None));
+        if !runnable {
+            out.push(i);
+        }
+    }
+    out
+}

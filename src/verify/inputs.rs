@@ -1,0 +1,393 @@
+//! Inputs that satisfy the model: values for its symbolic and unknown dims under which the
+//! original runs, and integer inputs that stay in range.
+//!
+//! Every symbolic dim of a graph input (and every unknown one, named `?input:axis`) is a
+//! parameter, 1 unless the user set it. When the original fails on that assignment, a search
+//! moves one parameter at a time through candidate values taken from the graph (its declared
+//! dims, the dims of its initializers, the elements of its small integer constants such as
+//! Reshape and Expand targets, their products, and small numbers), keeping a move when the run
+//! gets further through the graph than before (the failing node's place in topological order),
+//! until the original runs or the budget is spent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use onnx_proto::tensor_shape_proto::dimension;
+use onnx_proto::{type_proto, ModelProto, TensorProto};
+use onnx_ref::{RefError, Tensor, Value};
+
+/// At most this many runs of the original while searching.
+const MAX_RUNS: usize = 400;
+/// The search stops after this long, or after this many times the first run's time.
+const MAX_TIME: Duration = Duration::from_secs(30);
+const MAX_RUN_FACTOR: u32 = 40;
+
+/// Gives every unknown dim of a graph input (no value, no name, or -1) a name of its own,
+/// `?input:axis`, so the search can set it; dims the user named keep their names.
+pub(crate) fn name_unknown_dims(model: &mut ModelProto) {
+    let Some(g) = model.graph.as_mut() else {
+        return;
+    };
+    let inits: BTreeSet<String> = g.initializer.iter().filter_map(|t| t.name.clone()).collect();
+    for vi in &mut g.input {
+        let name = vi.name.clone().unwrap_or_default();
+        if inits.contains(&name) {
+            continue;
+        }
+        let Some(type_proto::Value::TensorType(tt)) = vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+        else {
+            continue;
+        };
+        let Some(shape) = tt.shape.as_mut() else {
+            continue;
+        };
+        for (axis, d) in shape.dim.iter_mut().enumerate() {
+            let unknown = match &d.value {
+                None => true,
+                Some(dimension::Value::DimValue(v)) => *v < 0,
+                Some(dimension::Value::DimParam(p)) => p.is_empty(),
+            };
+            if unknown {
+                d.value = Some(dimension::Value::DimParam(format!("?{name}:{axis}")));
+            }
+        }
+    }
+}
+
+/// The dim parameters of the graph inputs, in order of first appearance.
+pub(crate) fn dim_params(model: &ModelProto) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let Some(g) = model.graph.as_ref() else {
+        return out;
+    };
+    for vi in &g.input {
+        if let Some(type_proto::Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        {
+            for d in tt.shape.iter().flat_map(|s| &s.dim) {
+                if let Some(dimension::Value::DimParam(p)) = &d.value {
+                    if !out.contains(p) {
+                        out.push(p.clone());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Candidate values for dims: small numbers, the graph's declared and initializer dims, the
+/// elements of its small integer constants and their products; ascending, at most 48.
+pub(crate) fn candidates(model: &ModelProto) -> Vec<i64> {
+    let mut set: BTreeSet<i64> = [1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64].into_iter().collect();
+    let Some(g) = model.graph.as_ref() else {
+        return set.into_iter().collect();
+    };
+    let add_vec = |v: &[i64], set: &mut BTreeSet<i64>| {
+        let mut prod: i64 = 1;
+        for &x in v {
+            if (1..=1 << 16).contains(&x) {
+                set.insert(x);
+                prod = prod.saturating_mul(x);
+            }
+        }
+        if (1..=1 << 16).contains(&prod) {
+            set.insert(prod);
+        }
+    };
+    let small_ints = |t: &TensorProto| -> Option<Vec<i64>> {
+        let n: i64 = t.dims.iter().product();
+        if n > 64 || t.dims.len() > 1 {
+            return None;
+        }
+        match Tensor::from_proto(t).ok()? {
+            t @ (Tensor::I64(_) | Tensor::I32(_)) => t.to_i64_vec().ok(),
+            _ => None,
+        }
+    };
+    for t in &g.initializer {
+        add_vec(&t.dims, &mut set);
+        if let Some(v) = small_ints(t) {
+            add_vec(&v, &mut set);
+        }
+    }
+    for n in &g.node {
+        for a in &n.attribute {
+            if let Some(t) = &a.t {
+                if let Some(v) = small_ints(t) {
+                    add_vec(&v, &mut set);
+                }
+            }
+            add_vec(&a.ints, &mut set);
+        }
+    }
+    for vi in g.value_info.iter().chain(&g.output).chain(&g.input) {
+        if let Some(type_proto::Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        {
+            let dims: Vec<i64> = tt
+                .shape
+                .iter()
+                .flat_map(|s| &s.dim)
+                .filter_map(|d| match d.value {
+                    Some(dimension::Value::DimValue(v)) => Some(v),
+                    _ => None,
+                })
+                .collect();
+            add_vec(&dims, &mut set);
+        }
+    }
+    set.into_iter().take(48).collect()
+}
+
+/// How far a failed run got: the failing node's place in the graph's topological order (the
+/// order the interpreter runs it in); -1 for a failure before any node (a bad input).
+pub(crate) fn progress(order: &BTreeMap<usize, usize>, e: &RefError) -> i64 {
+    match e {
+        RefError::MissingKernel { node, .. } | RefError::Kernel { node, .. } => node
+            .index
+            .and_then(|i| order.get(&i))
+            .map_or(-1, |&p| p as i64),
+        _ => -1,
+    }
+}
+
+/// Node index -> its place in a topological order of the main graph (Kahn's algorithm,
+/// preferring the original order, as the interpreter plans).
+pub(crate) fn topo_positions(model: &ModelProto) -> BTreeMap<usize, usize> {
+    let mut out = BTreeMap::new();
+    let Some(g) = model.graph.as_ref() else {
+        return out;
+    };
+    let mut producer: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, n) in g.node.iter().enumerate() {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            producer.insert(o, i);
+        }
+    }
+    let mut indeg = vec![0usize; g.node.len()];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); g.node.len()];
+    for (i, n) in g.node.iter().enumerate() {
+        let deps: BTreeSet<usize> = n
+            .input
+            .iter()
+            .filter_map(|x| producer.get(x.as_str()).copied())
+            .filter(|&p| p != i)
+            .collect();
+        indeg[i] = deps.len();
+        for p in deps {
+            users[p].push(i);
+        }
+    }
+    let mut ready: BTreeSet<usize> = (0..g.node.len()).filter(|&i| indeg[i] == 0).collect();
+    while let Some(i) = ready.pop_first() {
+        out.insert(i, out.len());
+        for &u in &users[i] {
+            indeg[u] -= 1;
+            if indeg[u] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    out
+}
+
+/// The outcome of trying one assignment: `Ok` when the original ran, else how far it got and
+/// why it failed.
+pub(crate) type Attempt = Result<(), (i64, String)>;
+
+/// An error message without its numbers: two failures of one node that read the same this
+/// way fail the same check (a move that only changes the shapes in the message has not made
+/// progress).
+fn normalized(why: &str) -> String {
+    why.chars().filter(|c| !c.is_ascii_digit()).collect()
+}
+
+/// The moves of the search from `current`: one parameter to a candidate; every parameter to
+/// the same candidate; two parameters to the same candidate (dims that must agree with each
+/// other and with a constant at once: the channels and spatial dims of a Conv input, the two
+/// sides of a Concat that a MatMul then reads).
+fn moves(
+    current: &BTreeMap<String, i64>,
+    params: &[String],
+    candidates: &[i64],
+) -> Vec<BTreeMap<String, i64>> {
+    let mut out = Vec::new();
+    let with = |pairs: &[(&String, i64)]| {
+        let mut m = current.clone();
+        for (p, v) in pairs {
+            m.insert((*p).clone(), *v);
+        }
+        m
+    };
+    for p in params {
+        for &v in candidates {
+            out.push(with(&[(p, v)]));
+        }
+    }
+    for &v in candidates {
+        out.push(with(&params.iter().map(|p| (p, v)).collect::<Vec<_>>()));
+    }
+    for (i, p) in params.iter().enumerate() {
+        for q in &params[i + 1..] {
+            for &v in candidates {
+                out.push(with(&[(p, v), (q, v)]));
+            }
+        }
+    }
+    out.retain(|m| m != current);
+    out
+}
+
+/// Searches dims under which `run` succeeds, starting from `start`. Returns the dims and
+/// `None`, or the best dims found and the last failure's message. `params` are the names it
+/// may change (those the user set are left out by the caller).
+///
+/// A move is kept when the run gets further (a later failing node), or fails at the same node
+/// for a reason not seen before (a check of that node now holds, the next one fails).
+pub(crate) fn search_dims(
+    start: BTreeMap<String, i64>,
+    params: &[String],
+    candidates: &[i64],
+    run: &mut dyn FnMut(&BTreeMap<String, i64>) -> Attempt,
+) -> (BTreeMap<String, i64>, Option<String>) {
+    let t0 = Instant::now();
+    let mut current = start;
+    let first = run(&current);
+    let one_run = t0.elapsed();
+    let (mut best, mut why) = match first {
+        Ok(()) => return (current, None),
+        Err((p, why)) => (p, why),
+    };
+    let mut seen: BTreeSet<(i64, String)> = BTreeSet::from([(best, normalized(&why))]);
+    let budget = MAX_TIME
+        .min(one_run * MAX_RUN_FACTOR)
+        .max(Duration::from_secs(2));
+    let mut runs = 1;
+    loop {
+        let mut improved = false;
+        for trial in moves(&current, params, candidates) {
+            if runs >= MAX_RUNS || t0.elapsed() > budget {
+                return (current, Some(why));
+            }
+            runs += 1;
+            match run(&trial) {
+                Ok(()) => return (trial, None),
+                Err((progress, w)) => {
+                    let key = (progress, normalized(&w));
+                    if progress > best || (progress == best && !seen.contains(&key)) {
+                        seen.insert(key);
+                        best = progress;
+                        why = w;
+                        current = trial;
+                        improved = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if !improved {
+            return (current, Some(why));
+        }
+    }
+}
+
+/// Upper bounds (exclusive) for integer graph inputs that index something: an input read,
+/// directly or through shape-only ops, as the indices of a Gather (or the ids of an
+/// EmbedLayerNormalization) over a table whose gathered axis has a known size.
+pub(crate) fn index_bounds(model: &ModelProto) -> BTreeMap<String, i64> {
+    let mut out: BTreeMap<String, i64> = BTreeMap::new();
+    let Some(g) = model.graph.as_ref() else {
+        return out;
+    };
+    let mut dims: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for t in &g.initializer {
+        if let Some(n) = t.name.as_deref() {
+            dims.insert(n, t.dims.clone());
+        }
+    }
+    for vi in g.value_info.iter().chain(&g.input) {
+        if let (Some(n), Some(type_proto::Value::TensorType(tt))) = (
+            vi.name.as_deref(),
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref()),
+        ) {
+            let d: Vec<i64> = tt
+                .shape
+                .iter()
+                .flat_map(|s| &s.dim)
+                .map(|d| match d.value {
+                    Some(dimension::Value::DimValue(v)) => v,
+                    _ => -1,
+                })
+                .collect();
+            dims.entry(n).or_insert(d);
+        }
+    }
+    // Values that carry a graph input's integers unchanged (Cast, reshapes).
+    let mut origin: BTreeMap<String, String> = g
+        .input
+        .iter()
+        .filter_map(|v| v.name.clone())
+        .map(|n| (n.clone(), n))
+        .collect();
+    for n in &g.node {
+        let pass = matches!(
+            n.op_type.as_deref(),
+            Some("Cast" | "Identity" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Expand")
+        ) && n.domain.as_deref().unwrap_or("").is_empty();
+        if pass {
+            if let (Some(src), Some(o)) = (n.input.first().and_then(|i| origin.get(i)).cloned(), n.output.first()) {
+                origin.insert(o.clone(), src);
+            }
+        }
+    }
+    let mut bound = |idx: &str, table: &str, axis: i64| {
+        let (Some(src), Some(d)) = (origin.get(idx), dims.get(table)) else {
+            return;
+        };
+        let axis = if axis < 0 { axis + d.len() as i64 } else { axis };
+        if let Some(&n) = usize::try_from(axis).ok().and_then(|a| d.get(a)) {
+            if n > 0 {
+                let e = out.entry(src.clone()).or_insert(n);
+                *e = (*e).min(n);
+            }
+        }
+    };
+    for n in &g.node {
+        let domain = n.domain.as_deref().unwrap_or("");
+        match (domain, n.op_type.as_deref()) {
+            ("" | "ai.onnx", Some("Gather")) if n.input.len() >= 2 => {
+                let axis = n
+                    .attribute
+                    .iter()
+                    .find(|a| a.name.as_deref() == Some("axis"))
+                    .and_then(|a| a.i)
+                    .unwrap_or(0);
+                bound(&n.input[1], &n.input[0], axis);
+            }
+            ("com.microsoft", Some("EmbedLayerNormalization")) if n.input.len() >= 5 => {
+                bound(&n.input[0], &n.input[2], 0);
+                if !n.input[1].is_empty() {
+                    bound(&n.input[1], &n.input[4], 0);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Integer inputs drawn in range: inputs with a bound from [`index_bounds`] in `[0, bound)`,
+/// the other integer inputs in {0, 1} (indices, masks and positions are usually such, and 0
+/// and 1 are in range for any axis of two or more).
+pub(crate) fn index_safe(name: &str, v: Value, bounds: &BTreeMap<String, i64>) -> Value {
+    let m = bounds.get(name).copied().unwrap_or(2).max(1);
+    match v {
+        Value::Tensor(Tensor::I64(a)) => {
+            Value::Tensor(Tensor::I64(a.mapv(|x| x.rem_euclid(m)).into_shared()))
+        }
+        Value::Tensor(Tensor::I32(a)) => Value::Tensor(Tensor::I32(
+            a.mapv(|x| x.rem_euclid(m.min(i32::MAX as i64) as i32))
+                .into_shared(),
+        )),
+        other => other,
+    }
+}

@@ -1,0 +1,616 @@
+//! Differential verification: run two models on the same seeded random inputs in the reference
+//! interpreter and compare every output (same dtype and shape; floats within rtol/atol with
+//! NaN equal to NaN; everything else exactly).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+mod boundary;
+mod inputs;
+
+use onnx_proto::ModelProto;
+use onnx_ref::{Session, Tensor, Value};
+
+/// Tolerances for floating-point outputs. For float16 and bfloat16 outputs they are at least
+/// 1e-2 (relative and absolute): one more rounding in a 16-bit type already moves a value by
+/// about 1e-3 (float16) or 8e-3 (bfloat16).
+#[derive(Debug, Clone, Copy)]
+pub struct Tolerance {
+    /// Relative tolerance.
+    pub rtol: f64,
+    /// Absolute tolerance.
+    pub atol: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance {
+            rtol: 1e-3,
+            atol: 1e-4,
+        }
+    }
+}
+
+/// The first difference found between two models' outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    /// The random input (0-based) it happened on, or the given data set's index.
+    pub trial: usize,
+    /// It happened on a given data set (`trial` is its index), not a random input.
+    pub data_set: bool,
+    /// The output that differs.
+    pub output: String,
+    /// How it differs.
+    pub detail: String,
+}
+
+/// Errors of verification itself (a model the interpreter cannot run, ...).
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the {which} model cannot run in the reference interpreter")]
+    /// The interpreter cannot load a model.
+    Session {
+        /// `original` or `optimized`.
+        which: &'static str,
+        #[source]
+        /// Why.
+        source: Box<onnx_ref::RefError>,
+    },
+    #[error("trial {trial}: the {which} model failed")]
+    /// A model failed on one trial.
+    Run {
+        /// `original` or `optimized`.
+        which: &'static str,
+        /// The trial.
+        trial: usize,
+        #[source]
+        /// Why.
+        source: Box<onnx_ref::RefError>,
+    },
+    /// The interpreter panicked running the original model (a bug in the interpreter).
+    #[error("trial {trial}: the interpreter panicked running the original model")]
+    Panic {
+        /// The trial.
+        trial: usize,
+    },
+    /// The check could not compare anything: the original cannot run in the interpreter, or
+    /// fails on every input the search tried.
+    #[error("the check could not run: {reason}")]
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+    #[error("trial {trial}: the models have different outputs: {left:?} vs {right:?}")]
+    /// The models' output names differ.
+    Outputs {
+        /// The trial.
+        trial: usize,
+        /// The original's output names.
+        left: Vec<String>,
+        /// The optimized model's output names.
+        right: Vec<String>,
+    },
+}
+
+/// Runs both models on `trials` seeded random inputs; `Ok(None)` when all outputs agree. A
+/// check that could not compare anything (see [`Checked::skipped`]) is an error here.
+pub fn compare_models(
+    original: &ModelProto,
+    optimized: &ModelProto,
+    trials: usize,
+    dims: &BTreeMap<String, i64>,
+    tol: Tolerance,
+) -> Result<Option<Mismatch>, VerifyError> {
+    let (m, checked) = compare_models_on(original, optimized, &[], trials, dims, tol)?;
+    match checked.skipped {
+        Some(reason) if m.is_none() => Err(VerifyError::Skipped { reason }),
+        _ => Ok(m),
+    }
+}
+
+/// What a check compared.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Checked {
+    /// Given input sets (test data) both models ran on.
+    pub data_sets: usize,
+    /// Random inputs both models ran on.
+    pub random: usize,
+    /// Why the random trials stopped early: the original model fails on random inputs (only
+    /// after every given data set or random input agreed).
+    pub random_skipped: Option<String>,
+    /// Why the check could not run at all (the original cannot run in the interpreter, or no
+    /// inputs were found under which it runs): nothing was compared.
+    pub skipped: Option<String>,
+    /// The nodes the check ran around (no kernel: custom domains, contrib ops without one),
+    /// as `domain::op`, with a count where there are several (`2 x trt::Plugin`).
+    pub opaque: Vec<String>,
+    /// The dims the random inputs used where the search moved them from their defaults.
+    pub dims: BTreeMap<String, i64>,
+}
+
+impl Checked {
+    fn skipped(why: String, opaque: Vec<String>) -> Self {
+        Checked {
+            skipped: Some(why),
+            opaque,
+            ..Default::default()
+        }
+    }
+}
+
+/// One input set: (graph input name, value).
+pub type InputSet = Vec<(String, Value)>;
+
+/// Runs both models on every given input set (test data), then on `trials` seeded random
+/// inputs.
+///
+/// Nodes the interpreter cannot run are boundaries (see `boundary.rs`): both models are cut
+/// there, their outputs fed the same values and their inputs compared. Random inputs use dims
+/// under which the original runs (see `inputs.rs`: `dims` fixes some, the rest are searched).
+/// Where the original cannot run at all, `Checked::skipped` says why and nothing is compared;
+/// where it fails on a later random input, the random trials stop and
+/// `Checked::random_skipped` says why. Only a difference is a mismatch; the optimized model
+/// failing where the original runs is an error.
+pub fn compare_models_on(
+    original: &ModelProto,
+    optimized: &ModelProto,
+    data: &[InputSet],
+    trials: usize,
+    dims: &BTreeMap<String, i64>,
+    tol: Tolerance,
+) -> Result<(Option<Mismatch>, Checked), VerifyError> {
+    let a_cut = match boundary::cut(original, &onnx_ref::opaque_nodes(original), &BTreeMap::new())
+    {
+        Ok(c) => c,
+        Err(why) => return Ok((None, Checked::skipped(why, Vec::new()))),
+    };
+    let opaque = a_cut.summary();
+    let fallback = original
+        .graph
+        .as_ref()
+        .map(|g| boundary::known_types(original, g))
+        .unwrap_or_default();
+    let b_cut = match boundary::cut(optimized, &onnx_ref::opaque_nodes(optimized), &fallback) {
+        Ok(c) => c,
+        Err(why) => return Ok((None, Checked::skipped(why, opaque))),
+    };
+    // Weights are decoded when a run first reads them and dropped after their last read, and
+    // models with large weights run one after the other: the check then holds one model's live
+    // weights and activations at a time, not both models' every weight.
+    let side_by_side = weight_bytes(original) + weight_bytes(optimized) < SIDE_BY_SIDE_MAX_BYTES;
+    let a = match Session::with_lazy_weights(&a_cut.model) {
+        Ok(a) => a,
+        Err(e) => {
+            let why = format!("the original model cannot run in the reference interpreter: {e}");
+            return Ok((None, Checked::skipped(why, opaque)));
+        }
+    };
+    let b = Session::with_lazy_weights(&b_cut.model).map_err(|source| VerifyError::Session {
+        which: "optimized",
+        source: Box::new(source),
+    })?;
+    let pair = Pair {
+        a: &a,
+        b: &b,
+        a_cut: &a_cut,
+        b_cut: &b_cut,
+        probes: a_cut.probe_pairs(&b_cut),
+        tol,
+        side_by_side,
+    };
+    let mut checked = Checked {
+        opaque,
+        ..Default::default()
+    };
+    for (k, inputs) in data.iter().enumerate() {
+        let run = pair.run(inputs, k, 0x5eed + k as u64, dims);
+        if let Some(mut m) = run? {
+            m.data_set = true;
+            return Ok((Some(m), checked));
+        }
+        checked.data_sets += 1;
+    }
+    if trials == 0 {
+        return Ok((None, checked));
+    }
+    // The random inputs: unknown dims named, dims searched on the first trial.
+    let mut gen = a_cut.model.clone();
+    inputs::name_unknown_dims(&mut gen);
+    let fed: BTreeSet<String> = a_cut.fed_names();
+    let bounds = inputs::index_bounds(original);
+    let make = |seed: u64, d: &BTreeMap<String, i64>| -> Result<InputSet, String> {
+        let v = onnx_ref::random_inputs(&gen, seed, d).map_err(|e| e.to_string())?;
+        Ok(v.into_iter()
+            .filter(|(n, _)| !fed.contains(n))
+            .map(|(n, v)| {
+                let v = inputs::index_safe(&n, v, &bounds);
+                (n, v)
+            })
+            .collect())
+    };
+    let order = inputs::topo_positions(&a_cut.model);
+    let params: Vec<String> = inputs::dim_params(&gen)
+        .into_iter()
+        .filter(|p| !dims.contains_key(p))
+        .collect();
+    let mut attempt = |d: &BTreeMap<String, i64>| -> inputs::Attempt {
+        let mut feed = make(0x5eed, d).map_err(|e| (-1, e))?;
+        feed.extend(a_cut.feed(0x5eed, d).map_err(|e| (-1, e))?);
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.run(feed))) {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err((inputs::progress(&order, &e), e.to_string())),
+            Err(_) => Err((-1, "the interpreter panicked running the original model".into())),
+        }
+    };
+    let (found, failure) = inputs::search_dims(
+        dims.clone(),
+        &params,
+        &inputs::candidates(&a_cut.model),
+        &mut attempt,
+    );
+    if let Some(why) = failure {
+        let why = format!("the original model fails on random inputs: {why}");
+        match checked.data_sets {
+            0 => checked.skipped = Some(why),
+            _ => checked.random_skipped = Some(why),
+        }
+        return Ok((None, checked));
+    }
+    checked.dims = found
+        .iter()
+        .filter(|(k, v)| dims.get(*k) != Some(v) && **v != 1)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    for trial in 0..trials {
+        let seed = 0x5eed + trial as u64;
+        let inputs = match make(seed, &found) {
+            Ok(v) => v,
+            Err(e) => {
+                checked.random_skipped = Some(e);
+                break;
+            }
+        };
+        match pair.run(&inputs, trial, seed, &found) {
+            Ok(Some(m)) => return Ok((Some(m), checked)),
+            Ok(None) => checked.random += 1,
+            Err(VerifyError::Run {
+                which: "original",
+                source,
+                ..
+            }) => {
+                checked.random_skipped = Some(format!(
+                    "the original model fails on random input {trial}: {source}"
+                ));
+                break;
+            }
+            Err(VerifyError::Panic { .. }) => {
+                checked.random_skipped = Some("the interpreter panicked".into());
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((None, checked))
+}
+
+/// Models whose initializers together reach this size run one after the other in the check.
+const SIDE_BY_SIDE_MAX_BYTES: usize = 16 << 20;
+
+/// Encoded size of a model's main-graph initializers.
+fn weight_bytes(model: &ModelProto) -> usize {
+    model.graph.as_ref().map_or(0, |g| {
+        g.initializer
+            .iter()
+            .map(onnx_proto::Message::encoded_len)
+            .sum()
+    })
+}
+
+/// The two planned models of a check and how to compare them.
+struct Pair<'a> {
+    a: &'a Session,
+    b: &'a Session,
+    a_cut: &'a boundary::Cut,
+    b_cut: &'a boundary::Cut,
+    /// Inputs of matched boundary nodes: (original's name, optimized's name).
+    probes: Vec<(String, String)>,
+    tol: Tolerance,
+    side_by_side: bool,
+}
+
+impl Pair<'_> {
+    /// Runs both models on one input set (plus the boundary values of `seed`) and compares
+    /// their outputs, then the inputs of their matched boundary nodes.
+    fn run(
+        &self,
+        inputs: &InputSet,
+        trial: usize,
+        seed: u64,
+        dims: &BTreeMap<String, i64>,
+    ) -> Result<Option<Mismatch>, VerifyError> {
+        let boundary = |cut: &boundary::Cut, which: &'static str| {
+            cut.feed(seed, dims).map_err(|e| VerifyError::Run {
+                which,
+                trial,
+                source: Box::new(onnx_ref::RefError::Op { reason: e }),
+            })
+        };
+        let mut feed_a = inputs.clone();
+        feed_a.extend(boundary(self.a_cut, "original")?);
+        let mut feed_b = inputs.clone();
+        feed_b.extend(boundary(self.b_cut, "optimized")?);
+        let (a, b) = (self.a, self.b);
+        let (ra, rb) = if self.side_by_side {
+            std::thread::scope(|scope| {
+                let fa = feed_a.clone();
+                let original = scope.spawn(move || a.run(fa));
+                let rb = b.run(feed_b.clone());
+                let ra = original.join().map_err(|_| VerifyError::Panic { trial })?;
+                Ok::<_, VerifyError>((ra, rb))
+            })?
+        } else {
+            let fa = feed_a.clone();
+            let ra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.run(fa)))
+                .map_err(|_| VerifyError::Panic { trial })?;
+            (ra, b.run(feed_b.clone()))
+        };
+        let ra = ra.map_err(|e| VerifyError::Run {
+            which: "original",
+            trial,
+            source: Box::new(e),
+        })?;
+        let rb = rb.map_err(|e| VerifyError::Run {
+            which: "optimized",
+            trial,
+            source: Box::new(e),
+        })?;
+        let own_a = &ra[..self.a_cut.own_outputs.min(ra.len())];
+        let own_b = &rb[..self.b_cut.own_outputs.min(rb.len())];
+        let names_a: Vec<String> = own_a.iter().map(|(n, _)| n.clone()).collect();
+        let names_b: Vec<String> = own_b.iter().map(|(n, _)| n.clone()).collect();
+        if names_a != names_b {
+            return Err(VerifyError::Outputs {
+                trial,
+                left: names_a,
+                right: names_b,
+            });
+        }
+        for ((name, va), (_, vb)) in own_a.iter().zip(own_b) {
+            if let Some(detail) = compare_values(va, vb, self.tol) {
+                return Ok(Some(Mismatch {
+                    trial,
+                    data_set: false,
+                    output: name.clone(),
+                    detail,
+                }));
+            }
+        }
+        let values = |r: &[(String, Value)], feed: &[(String, Value)]| -> BTreeMap<String, Value> {
+            r.iter()
+                .chain(feed)
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect()
+        };
+        let (va, vb) = (values(&ra, &feed_a), values(&rb, &feed_b));
+        for (x, y) in &self.probes {
+            let (Some(p), Some(q)) = (va.get(x), vb.get(y)) else {
+                continue;
+            };
+            if let Some(detail) = compare_values(p, q, self.tol) {
+                return Ok(Some(Mismatch {
+                    trial,
+                    data_set: false,
+                    output: format!("{x} (an input of a node the check runs around)"),
+                    detail,
+                }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// `None` when equal within tolerance, else a description of the first difference.
+pub fn compare_values(a: &Value, b: &Value, tol: Tolerance) -> Option<String> {
+    match (a, b) {
+        (Value::Tensor(x), Value::Tensor(y)) => compare_tensors(x, y, tol),
+        (Value::Sequence(x), Value::Sequence(y)) => {
+            if x.items.len() != y.items.len() {
+                return Some(format!(
+                    "sequence lengths {} vs {}",
+                    x.items.len(),
+                    y.items.len()
+                ));
+            }
+            x.items
+                .iter()
+                .zip(&y.items)
+                .enumerate()
+                .find_map(|(i, (p, q))| {
+                    compare_values(p, q, tol).map(|d| format!("element {i}: {d}"))
+                })
+        }
+        (Value::Optional(x), Value::Optional(y)) => match (x, y) {
+            (None, None) => None,
+            (Some(p), Some(q)) => compare_values(p, q, tol),
+            _ => Some("one optional is empty, the other is not".into()),
+        },
+        _ if a == b => None,
+        _ => Some(format!("values differ: {} vs {}", a.kind(), b.kind())),
+    }
+}
+
+fn compare_tensors(x: &Tensor, y: &Tensor, tol: Tolerance) -> Option<String> {
+    if x.dtype() != y.dtype() {
+        return Some(format!(
+            "dtype {} vs {}",
+            x.dtype().name(),
+            y.dtype().name()
+        ));
+    }
+    if x.shape() != y.shape() {
+        return Some(format!("shape {:?} vs {:?}", x.shape(), y.shape()));
+    }
+    let tol = if matches!(
+        x.dtype(),
+        onnx_ref::DType::Float16 | onnx_ref::DType::Bfloat16
+    ) {
+        Tolerance {
+            rtol: tol.rtol.max(1e-2),
+            atol: tol.atol.max(1e-2),
+        }
+    } else {
+        tol
+    };
+    if x.dtype().is_float() {
+        let (Ok(p), Ok(q)) = (x.to_f64_vec(), y.to_f64_vec()) else {
+            return (x != y).then(|| "values differ".to_string());
+        };
+        for (i, (a, b)) in p.iter().zip(&q).enumerate() {
+            let same = (a.is_nan() && b.is_nan())
+                || a == b
+                || (a - b).abs() <= tol.atol + tol.rtol * b.abs();
+            if !same {
+                return Some(format!(
+                    "element {i}: {a} vs {b} (rtol {}, atol {})",
+                    tol.rtol, tol.atol
+                ));
+            }
+        }
+        None
+    } else if x != y {
+        Some("values differ".into())
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model that fails on every random input (its Reshape target is an input, and random
+    /// integers are 0 or 1, with `allowzero`) is checked on the given sets alone: with a set,
+    /// the random trials stop and say why; a set where the two models differ is a mismatch on
+    /// that set; with no set, the check is skipped with the reason (never an error).
+    #[test]
+    fn given_sets_check_where_random_inputs_fail() {
+        let text = |body: &str| {
+            onnx_text::parse_model(&format!(
+                "<ir_version: 7, opset_import: [\"\" : 14]>\ng (float[24] x, int64[2] s) => (float[2,12] y) {{\n  {body}\n}}"
+            ))
+            .unwrap()
+        };
+        let a = text("y = Reshape <allowzero = 1> (x, s)");
+        let b = text("r = Reshape <allowzero = 1> (x, s)\n  y = Relu (r)");
+        let x: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        let shape = Value::Tensor(Tensor::from_vec(&[2], vec![2i64, 12]).unwrap());
+        let set = vec![
+            (
+                "x".to_string(),
+                Value::Tensor(Tensor::from_vec(&[24], x.clone()).unwrap()),
+            ),
+            ("s".to_string(), shape.clone()),
+        ];
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        let (m, c) = compare_models_on(&a, &a, std::slice::from_ref(&set), 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_eq!(c.data_sets, 1);
+        assert_eq!(c.random, 0);
+        assert_eq!(c.skipped, None);
+        assert!(
+            c.random_skipped.as_deref().unwrap().contains("Reshape"),
+            "{c:?}"
+        );
+        // Non-negative inputs: Relu changes nothing, the sets agree.
+        assert_eq!(
+            compare_models_on(&a, &b, std::slice::from_ref(&set), 3, &dims, tol)
+                .unwrap()
+                .0,
+            None
+        );
+        let neg = vec![
+            (
+                "x".to_string(),
+                Value::Tensor(
+                    Tensor::from_vec(&[24], x.iter().map(|v| -v - 1.0).collect::<Vec<f32>>())
+                        .unwrap(),
+                ),
+            ),
+            ("s".to_string(), shape),
+        ];
+        let (m, _) = compare_models_on(&a, &b, &[set, neg], 3, &dims, tol).unwrap();
+        let m = m.unwrap();
+        assert!(m.data_set && m.trial == 1, "{m:?}");
+        let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
+        assert_eq!((m, c.random), (None, 0));
+        assert!(c.skipped.as_deref().unwrap().contains("Reshape"), "{c:?}");
+    }
+
+    fn custom(body: &str) -> ModelProto {
+        onnx_text::parse_model(&format!(
+            "<ir_version: 8, opset_import: [\"\" : 13, \"com.x\" : 1]>\ng (float[2, 3] x) => (float[2, 3] y) {{\n{body}\n}}"
+        ))
+        .unwrap()
+    }
+
+    /// A node of an unknown domain is a boundary: a change before it shows in its input, a
+    /// change after it in the outputs; a renamed output, or two equal nodes merged into one,
+    /// is no difference.
+    #[test]
+    fn the_check_runs_around_nodes_without_a_kernel() {
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        let original = custom("a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\ny = Relu(b)");
+        let check = |optimized: &ModelProto| compare_models_on(&original, optimized, &[], 3, &dims, tol).unwrap();
+        let (m, c) = check(&original);
+        assert_eq!(m, None);
+        assert_eq!(c.random, 3);
+        assert_eq!(c.opaque, vec!["com.x::Plugin".to_string()]);
+        assert_eq!(c.skipped, None);
+        let renamed = custom("a = Neg(x)\nq = com.x.Plugin <k = 2> (a)\ny = Relu(q)");
+        assert_eq!(check(&renamed).0, None);
+        let before = custom("a = Abs(x)\nb = com.x.Plugin <k = 2> (a)\ny = Relu(b)");
+        let m = check(&before).0.unwrap();
+        assert!(m.output.starts_with("a (an input of a node"), "{m:?}");
+        let after = custom("a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\ny = Sigmoid(b)");
+        assert_eq!(check(&after).0.unwrap().output, "y");
+        let other_attr = custom("a = Neg(x)\nb = com.x.Plugin <k = 3> (a)\ny = Relu(b)");
+        assert_eq!(check(&other_attr).0.unwrap().output, "y");
+        let two = custom("a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\nc = com.x.Plugin <k = 2> (a)\ny = Add(b, c)");
+        let merged = custom("a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\ny = Add(b, b)");
+        let (m, c) = compare_models_on(&two, &merged, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_eq!(c.opaque, vec!["2 x com.x::Plugin".to_string()]);
+    }
+
+    /// Dims that break the original by default are searched: a Reshape of [N] to a constant
+    /// target runs with N = 24, a mask over past and new positions with T = P + S; a model no
+    /// dims can satisfy is skipped with the reason, never a mismatch or an error.
+    #[test]
+    fn dims_are_searched_until_the_original_runs() {
+        let parse = |t: &str| onnx_text::parse_model(t).unwrap();
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        let reshape = parse(
+            "<ir_version: 8, opset_import: [\"\" : 13]>\ng (float[N] x) => (float[2, 12] y) <int64[2] s = {2, 12}> {\n y = Reshape(x, s)\n}",
+        );
+        let (m, c) = compare_models_on(&reshape, &reshape, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_eq!((c.random, c.skipped), (3, None));
+        assert_eq!(c.dims.get("N"), Some(&24));
+        let mask = parse(
+            "<ir_version: 8, opset_import: [\"\" : 13]>\ng (float[B, P, 4] past, float[B, S, 4] cur, float[B, T] mask) => (float[?, ?] y) <int64[1] ax = {2}> {\n kv = Concat <axis = 1> (past, cur)\n s = ReduceSum <keepdims = 0> (kv, ax)\n y = Concat <axis = 0> (s, mask)\n}",
+        );
+        let (m, c) = compare_models_on(&mask, &mask, &[], 3, &dims, tol).unwrap();
+        assert_eq!((m, c.random, c.skipped), (None, 3, None));
+        let user = BTreeMap::from([("P".to_string(), 3), ("S".to_string(), 2)]);
+        let (_, c) = compare_models_on(&mask, &mask, &[], 3, &user, tol).unwrap();
+        assert_eq!(c.dims.get("T"), Some(&5));
+        let never = parse(
+            "<ir_version: 8, opset_import: [\"\" : 13]>\ng (float[2, 3] x) => (float[4] y) <int64[1] s = {4}> {\n y = Reshape(x, s)\n}",
+        );
+        let (m, c) = compare_models_on(&never, &never, &[], 3, &dims, tol).unwrap();
+        assert_eq!((m, c.random), (None, 0));
+        assert!(c.skipped.as_deref().unwrap().contains("Reshape"), "{c:?}");
+    }
+}
