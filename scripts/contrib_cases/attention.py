@@ -50,6 +50,7 @@ def rotary_cases():
         ("rotary_4d", np.float32, (2, 3, 2, 8), True, "full", 0, 0, {}),
         ("rotary_4d_interleaved_pos1", np.float32, (1, 4, 3, 8), True, "offset", 1, 0, {}),
         ("rotary_batch1_seq1", np.float32, (1, 1, 4, 4), False, "offset", 0, 0, {}),
+        ("rotary_pos_scalar", np.float32, (2, 2, 2, 8), False, "scalar", 1, 0, {}),
         ("rotary_partial", np.float32, (2, 3, 2, 8), False, "full", 0, 4, {"num_heads": 2}),
         ("rotary_partial_interleaved", np.float32, (2, 2, 3, 8), False, "full", 1, 4,
          {"num_heads": 3}),
@@ -69,6 +70,8 @@ def rotary_cases():
         cos, sin = rope_cache(16, half, dt)
         if pos == "offset":
             pids = np.array([2], dtype=np.int64)
+        elif pos == "scalar":
+            pids = np.array(5, dtype=np.int64)
         else:
             pids = r.integers(0, 16, size=(b, s)).astype(np.int64)
         attrs = dict(interleaved=inter, **extra)
@@ -86,7 +89,7 @@ def rotary_cases():
 
 
 def gqa_case(name, seed, b, s, past, n, nkv, h, dtype=np.float32, packed=False,
-             rotary=None, seqlens=None, present_len=None, bias=False, sink=False,
+             rotary=None, seqlens=None, present_len=None, bias=False, sink=False, pos=False,
              outputs=("output", "present_key", "present_value"), **attrs):
     """`past`: the past buffer length (0: no past inputs); `seqlens`: the per-batch total
     lengths (default past + s each); `rotary`: None, or (rotary_dim, interleaved)."""
@@ -110,11 +113,13 @@ def gqa_case(name, seed, b, s, past, n, nkv, h, dtype=np.float32, packed=False,
         cos, sin = rope_cache(32, rdim // 2, dtype)
         attrs["do_rotary"] = 1
         attrs["rotary_interleaved"] = inter
-    ab = rand(r, (b, n, s, total), dtype) if bias else None
+    ab = rand(r, (1 if bias == "broadcast" else b, 1 if bias == "broadcast" else n, s, total),
+              dtype) if bias else None
+    pids = r.integers(0, 32, size=(b, s)).astype(np.int64) if pos else None
     hs = rand(r, (n,), dtype) if sink else None
     inputs = [("query", q), ("key", k), ("value", v), ("past_key", pk), ("past_value", pv),
               ("seqlens_k", seqlens_k), ("total_sequence_length", tsl), ("cos_cache", cos),
-              ("sin_cache", sin), ("position_ids", None), ("attention_bias", ab),
+              ("sin_cache", sin), ("position_ids", pids), ("attention_bias", ab),
               ("head_sink", hs)]
     return node_case(name, "GroupQueryAttention", inputs, list(outputs),
                      F16 if dtype == np.float16 else F32, num_heads=n, kv_num_heads=nkv,
@@ -155,6 +160,17 @@ def gqa_cases():
                    rotary=(16, 0))
     yield gqa_case("gqa_f16_packed_softcap", 29, 1, 3, 2, 4, 1, 8, dtype=np.float16,
                    packed=True, softcap=1.5)
+    yield gqa_case("gqa_position_ids", 90, 2, 1, 3, 4, 2, 16, rotary=(16, 0), pos=True)
+    yield gqa_case("gqa_position_ids_prompt", 91, 1, 3, 0, 2, 1, 16, rotary=(16, 1), pos=True)
+    yield gqa_case("gqa_position_ids_prompt_batch2", 96, 2, 3, 0, 2, 1, 16, rotary=(16, 0),
+                   pos=True)
+    yield gqa_case("gqa_attention_bias_broadcast", 92, 2, 1, 3, 4, 2, 8, bias="broadcast")
+    yield gqa_case("gqa_rotary_decode_shorter", 93, 2, 1, 4, 2, 1, 16, rotary=(16, 0),
+                   seqlens=[5, 3])
+    yield gqa_case("gqa_f16_local_window_softcap", 94, 1, 5, 0, 2, 1, 8, dtype=np.float16,
+                   local_window_size=2, softcap=3.0)
+    yield gqa_case("gqa_local_window_smooth_softmax", 95, 1, 1, 5, 2, 1, 8,
+                   local_window_size=3, smooth_softmax=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,6 +256,11 @@ def mha_cases():
     # refuses both ("not implemented for CPU"), so they have no case.
     yield mha_case("mha_bnsh_kv", 54, 2, 2, 5, 2, 4, form="bnsh_kv")
     yield mha_case("mha_bnsh_kv_mask", 55, 2, 2, 5, 2, 4, form="bnsh_kv", mask="1d")
+    yield mha_case("mha_past_mask_1d", 100, 2, 1, 1, 2, 4, past=3, mask="1d", outputs=pkv)
+    yield mha_case("mha_past_mask_3d_unidirectional", 101, 1, 2, 2, 2, 4, past=2, mask="3d",
+                   unidirectional=1, outputs=pkv)
+    yield mha_case("mha_bnsh_kv_attention_bias", 102, 1, 2, 4, 2, 4, form="bnsh_kv",
+                   attn_bias=(0, 1))
     yield mha_case("mha_qk_output", 56, 1, 2, 3, 2, 4,
                    outputs=("output", "", "", "qk"))
     yield mha_case("mha_f16", 57, 2, 3, 4, 2, 4, dtype=np.float16)
@@ -317,6 +338,10 @@ def bert_cases():
     yield bert_case("attention_attention_bias_broadcast", 80, 2, 3, 2, 4, attn_bias=(1, 1),
                     mask="1d")
     # past with attention_bias: onnxruntime refuses the pair.
+    yield bert_case("attention_past_mask_1d", 103, 2, 1, 2, 4, past=3, mask="1d",
+                    unidirectional=1)
+    yield bert_case("attention_mask_3d_unidirectional", 104, 2, 3, 2, 4, mask="3d",
+                    unidirectional=1)
     yield bert_case("attention_f16", 82, 2, 3, 2, 4, dtype=np.float16)
     yield bert_case("attention_f16_past_mask", 83, 2, 1, 2, 4, dtype=np.float16, past=2,
                     mask="2d", unidirectional=1)

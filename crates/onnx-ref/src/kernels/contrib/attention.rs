@@ -320,6 +320,7 @@ struct Row {
 /// scaled scores into the logits (masks, biases, softcap; a key left out is -inf); `sink`
 /// gives a head's extra logit that takes probability mass but has no value (None: plain
 /// softmax); `probs` sees each row of probabilities. Returns the (B, N, S, Hv) output.
+#[allow(clippy::too_many_arguments)]
 fn sdpa(
     q: &[f32],
     k: &[f32],

@@ -10,7 +10,8 @@
 //! `seqlens_k[b] + 1 − S` past tokens. The present cache (B, Nkv, max(P, T), H) holds the past
 //! tokens then the new ones; rows past a batch's length are zero. Query i of batch b attends the
 //! keys before min(past_b + i + 1, total_b) (all of total_b when `causal` is 0), only the last
-//! `local_window_size` of them with a window.
+//! `local_window_size` of them with a window. Rotary positions are past_b + s, or
+//! `position_ids`; a first prompt reads only `position_ids[0]`, as the start of every batch.
 
 use std::cell::RefCell;
 
@@ -183,6 +184,14 @@ pub(super) fn group_query_attention(
         };
         let cache = RopeCache::read(cos, sin, dtype)?;
         let positions: Vec<i64> = match ctx.opt_input(inputs, 9)? {
+            // A first prompt reads only the first position, as the start of every batch
+            // (onnxruntime's position format 0).
+            Some(p) if p.shape() == [b, s] && first_prompt => {
+                let start = p.to_i64_vec()?[0];
+                (0..b)
+                    .flat_map(|_| (0..s).map(move |si| start + si as i64))
+                    .collect()
+            }
             Some(p) if p.shape() == [b, s] => p.to_i64_vec()?,
             Some(p) => {
                 return Err(ctx.err(format!("position_ids {:?} must be ({b}, {s})", p.shape())))
@@ -202,10 +211,9 @@ pub(super) fn group_query_attention(
     // The present cache: past tokens, then the new ones.
     let mut present_k = vec![0.0f32; b * nkv * present_len * h];
     let mut present_v = present_k.clone();
-    for bi in 0..b {
+    for (bi, &p) in pasts.iter().enumerate() {
         for hi in 0..nkv {
             let dst = (bi * nkv + hi) * present_len * h;
-            let p = pasts[bi];
             if let Some((pk, pv)) = &past {
                 let src = (bi * nkv + hi) * past_len * h;
                 present_k[dst..dst + p * h].copy_from_slice(&pk[src..src + p * h]);
