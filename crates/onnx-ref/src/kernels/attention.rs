@@ -191,7 +191,11 @@ pub(crate) fn from_heads<T: Real>(
 }
 
 /// Concatenates `past` `(b, h, p, d)` and `new` `(b, h, s, d)` along the sequence axis.
-fn concat_seq<A: Copy>(past: Option<(&[A], usize)>, new: &[A], dims: [usize; 4]) -> Vec<A> {
+pub(crate) fn concat_seq<A: Copy>(
+    past: Option<(&[A], usize)>,
+    new: &[A],
+    dims: [usize; 4],
+) -> Vec<A> {
     let [b, h, s, d] = dims;
     let p = past.map_or(0, |(_, p)| p);
     let mut out = Vec::with_capacity(b * h * (p + s) * d);

@@ -1,0 +1,1 @@
+Battention_biasJX¿>’&¿œ$¼jX?
