@@ -229,19 +229,23 @@ def gather_block_quantized_cases():
                    scale_dtype=np.float16)
     yield gbq_case("gatherblockquantized_u8_b8_bs64_f16", 13, (4, 128), i64(0, 3), bits=8,
                    block=64, zp=True, scale_dtype=np.float16)
-    yield gbq_case("gatherblockquantized_int4", 20, (6, 32), i64(2, 5, 0))
-    yield gbq_case("gatherblockquantized_int4_zp", 21, (6, 32), i64(2, 5, 0), zp=True)
+    yield gbq_case("gatherblockquantized_int4", 20, (6, 32), i64(2, 5, 0), data="int4")
+    yield gbq_case("gatherblockquantized_int4_zp", 21, (6, 32), i64(2, 5, 0), data="int4",
+                   zp=True)
     yield gbq_case("gatherblockquantized_uint4_zp", 22, (6, 40), i64(1, 4), data="uint4",
                    zp=True)
     yield gbq_case("gatherblockquantized_uint4_nozp", 23, (6, 32), i64(1, 4), data="uint4")
     yield gbq_case("gatherblockquantized_int4_qaxis0_gaxis1", 24, (32, 6), i64(5, 0),
-                   quantize_axis=0, gather_axis=1, zp=True)
+                   data="int4", quantize_axis=0, gather_axis=1, zp=True)
     yield gbq_case("gatherblockquantized_int4_3d_gaxis1", 25, (2, 5, 32), i64(4, 1, 1),
-                   quantize_axis=2, gather_axis=1, zp=True)
-    yield gbq_case("gatherblockquantized_int4_3d_qaxis_neg", 26, (3, 32, 4), i64(0, 2),
-                   quantize_axis=-2, gather_axis=0, block=16, zp=True)
+                   data="int4", quantize_axis=2, gather_axis=1, zp=True)
+    yield gbq_case("gatherblockquantized_uint4_3d_qaxis_neg", 26, (3, 32, 4), i64(0, 2),
+                   data="uint4", quantize_axis=-2, gather_axis=0, block=16, zp=True)
     yield gbq_case("gatherblockquantized_int4_same_axis", 27, (32, 4), i64(0, 17, 31),
-                   quantize_axis=0, gather_axis=0, zp=True)
+                   data="int4", quantize_axis=0, gather_axis=0, zp=True)
+    yield gbq_case("gatherblockquantized_int4_same_axis_indices_i32_negative", 29, (40, 3),
+                   np.array([-1, 20, -40], np.int32), data="int4", quantize_axis=0,
+                   gather_axis=0)
     yield gbq_case("gatherblockquantized_uint4_f16", 28, (6, 32), i64(1, 4), data="uint4",
                    zp=True, scale_dtype=np.float16)
     yield gbq_case("gatherblockquantized_fp8", 30, (6, 32), i64(2, 5), data="fp8")
