@@ -420,6 +420,15 @@ def qdq_cases():
     yield Case("dequantizelinear_f16", [ms_node("DequantizeLinear", ["x", "s", "z"], ["y"])],
                {"x": qrand(g, (3, 4), np.uint8)}, [("y", F16)],
                {"s": np.float16(0.05), "z": np.uint8(128)})
+    for dt, name in ((ml_dtypes.int4, "int4"), (ml_dtypes.uint4, "uint4")):
+        lo = -8 if name == "int4" else 0
+        yield Case(f"dequantizelinear_{name}_axis0",
+                   [ms_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=0)], {},
+                   [("y", F32)], {"q": g.integers(lo, lo + 16, (3, 4)).astype(dt),
+                                  "s": scale(g, (3,)),
+                                  "z": g.integers(lo, lo + 16, (3,)).astype(dt)})
+        # QuantizeLinear to int4/uint4 has no reference: onnxruntime's Python API cannot
+        # return 4-bit tensors.
     yield Case("dequantizelinear_int32", [ms_node("DequantizeLinear", ["x", "s"], ["y"])],
                {"x": g.integers(-10000, 10000, (3, 4)).astype(np.int32)}, [("y", F32)],
                {"s": np.float32(0.001)})
