@@ -363,7 +363,7 @@ fn out_shape_final(
     shape
 }
 
-fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array<T>> {
+pub(crate) fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array<T>> {
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(RefError::op("MatMul operands must have rank >= 1"));
     }

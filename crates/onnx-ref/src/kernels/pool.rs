@@ -18,7 +18,7 @@ pub(crate) fn register_all(reg: &mut KernelRegistry) {
     reg.register("", "GlobalLpPool", 1, LATEST, global_lp_pool);
 }
 
-fn pool_window(ctx: &KernelCtx, x: &Tensor) -> Result<Window> {
+pub(crate) fn pool_window(ctx: &KernelCtx, x: &Tensor) -> Result<Window> {
     if x.rank() < 3 {
         return Err(ctx.err(format!("input must have rank >= 3, got {:?}", x.shape())));
     }
@@ -35,7 +35,7 @@ fn pool_window(ctx: &KernelCtx, x: &Tensor) -> Result<Window> {
     )
 }
 
-fn out_shape(x: &Tensor, w: &Window) -> Vec<usize> {
+pub(crate) fn out_shape(x: &Tensor, w: &Window) -> Vec<usize> {
     let mut s = x.shape()[..2].to_vec();
     s.extend_from_slice(w.output_dims());
     s
@@ -44,7 +44,10 @@ fn out_shape(x: &Tensor, w: &Window) -> Vec<usize> {
 /// Visits each output position of each (n, c) plane with the input positions of its window
 /// that lie inside the input (`inside`) and the count of window positions inside the padded
 /// extent (`padded_count`).
-fn for_each_window(w: &Window, mut f: impl FnMut(usize, &mut dyn Iterator<Item = usize>, usize)) {
+pub(crate) fn for_each_window(
+    w: &Window,
+    mut f: impl FnMut(usize, &mut dyn Iterator<Item = usize>, usize),
+) {
     let [od, oh, ow] = w.output;
     let [id, ih, iw] = w.input;
     let [kd, kh, kw] = w.kernel;

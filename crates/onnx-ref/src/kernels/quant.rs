@@ -107,7 +107,7 @@ fn param(
     expand_param(&v, t.shape(), x_shape, axis, block).map_err(|e| e.in_node(&ctx.node_ref()))
 }
 
-fn quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+pub(crate) fn quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let x = ctx.input(inputs, 0)?;
     let scale = ctx.input(inputs, 1)?;
     let zp = ctx.opt_input(inputs, 2)?;
@@ -157,7 +157,7 @@ fn quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Val
     Err(ctx.err(format!("unsupported output type {target}")))
 }
 
-fn dequantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+pub(crate) fn dequantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let x = ctx.input(inputs, 0)?;
     let scale = ctx.input(inputs, 1)?;
     let zp = ctx.opt_input(inputs, 2)?;

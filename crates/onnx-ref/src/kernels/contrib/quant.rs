@@ -1,6 +1,0 @@
-//! Contrib kernels: the quant family.
-
-use crate::registry::KernelRegistry;
-
-/// Registers this family's kernels.
-pub fn register_all(_reg: &mut KernelRegistry) {}

@@ -1,0 +1,1 @@
+ByJ`8!"DіBH@\aDFђёD†R’C$А DэЮЉDvоеDAс–C­»љDkяЃ@Ц°ґD_OCd C=@D3ЇФD¤!D‚Ж‡CґЬ|Dа?зDм4C$ЕgBb]Dо‰еD

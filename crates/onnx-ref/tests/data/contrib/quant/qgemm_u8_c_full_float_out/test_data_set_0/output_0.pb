@@ -1,0 +1,1 @@
+BYJ<OWRAž\†Aà¨4A°Z]A·DAZ’A·;#AÕ*AÞWLA±-õ@eÚDAä8„AYnA˜MA2°:A

@@ -1,0 +1,1 @@
+BYJoWFNXTX=DGSO;9T

@@ -1,0 +1,1 @@
+BCJdojxImB\C?WDbRMkVbbpK@Ue
