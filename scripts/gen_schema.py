@@ -176,27 +176,80 @@ def canonical_type_str(type_str: str) -> str:
 
 # --- schemas ---------------------------------------------------------------------------------------
 
-def formal_parameter(param, type_params: set[str]) -> dict:
-    type_str = param.type_str
+def param_record(
+    name: str, type_str: str, option: str, is_homogeneous: bool, min_arity: int, type_params: set[str]
+) -> dict:
+    """One formal input or output; literal type strings in canonical form."""
     if type_str not in type_params:
         type_str = canonical_type_str(type_str)
     return {
-        "name": param.name,
+        "name": name,
         "type_str": type_str,
-        "option": param.option.name,
-        "is_homogeneous": bool(param.is_homogeneous),
-        "min_arity": int(param.min_arity),
+        "option": option,
+        "is_homogeneous": bool(is_homogeneous),
+        "min_arity": int(min_arity),
+    }
+
+
+def formal_parameter(param, type_params: set[str]) -> dict:
+    return param_record(
+        param.name, param.type_str, param.option.name, param.is_homogeneous, param.min_arity, type_params
+    )
+
+
+def attribute_record(name: str, type_name: str, required: bool, default: bytes) -> dict:
+    """One attribute; `default` is the serialized AttributeProto (empty: no default)."""
+    return {
+        "name": name,
+        "type": type_name,
+        "required": bool(required),
+        "default": b64(default) if default else None,
     }
 
 
 def attribute(attr) -> dict:
     default = attr.default_value.SerializeToString(deterministic=True)
-    return {
-        "name": attr.name,
-        "type": attr.type.name,
-        "required": bool(attr.required),
-        "default": b64(default) if default else None,
-    }
+    return attribute_record(attr.name, attr.type.name, attr.required, default)
+
+
+def type_constraint_records(constraints) -> list[dict]:
+    """(type parameter, allowed type strings) pairs, allowed types in canonical form."""
+    return [
+        {"type_param": param, "allowed": [canonical_type_str(t) for t in allowed]}
+        for param, allowed in constraints
+    ]
+
+
+# The keys of a schema record, in the order they are written.
+RECORD_KEYS = (
+    "domain",
+    "name",
+    "since_version",
+    "deprecated",
+    "support_level",
+    "node_determinism",
+    "min_input",
+    "max_input",
+    "min_output",
+    "max_output",
+    "inputs",
+    "outputs",
+    "attributes",
+    "type_constraints",
+    "has_function",
+    "has_context_dependent_function",
+    "has_type_and_shape_inference_function",
+    "has_data_propagation_function",
+    "function_bodies",
+    "context_dependent_functions",
+)
+
+
+def ordered_record(fields: dict) -> dict:
+    """A schema record with exactly RECORD_KEYS, in that order."""
+    if set(fields) != set(RECORD_KEYS):
+        raise ValueError(f"schema record keys differ: {sorted(set(fields) ^ set(RECORD_KEYS))}")
+    return {k: fields[k] for k in RECORD_KEYS}
 
 
 def context_inputs(schema, include_optional: bool) -> tuple[list[str], list[onnx.TypeProto | None]]:
@@ -285,36 +338,34 @@ def schema_record(schema, skipped: list[str]) -> dict:
         if not body:
             raise RuntimeError(f"{schema.name}-{schema.since_version}: no body at opset {opset}")
         bodies.append({"opset_version": int(opset), "body": b64(body)})
-    return {
-        "domain": schema.domain,
-        "name": schema.name,
-        "since_version": int(schema.since_version),
-        "deprecated": bool(schema.deprecated),
-        "support_level": schema.support_level.name,
-        "node_determinism": schema.node_determinism.name,
-        "min_input": int(schema.min_input),
-        "max_input": int(schema.max_input),
-        "min_output": int(schema.min_output),
-        "max_output": int(schema.max_output),
-        "inputs": [formal_parameter(p, type_params) for p in schema.inputs],
-        "outputs": [formal_parameter(p, type_params) for p in schema.outputs],
-        "attributes": [attribute(schema.attributes[k]) for k in sorted(schema.attributes)],
-        "type_constraints": [
-            {
-                "type_param": tc.type_param_str,
-                "allowed": [canonical_type_str(t) for t in tc.allowed_type_strs],
-            }
-            for tc in schema.type_constraints
-        ],
-        "has_function": bool(schema.has_function),
-        "has_context_dependent_function": bool(schema.has_context_dependent_function),
-        "has_type_and_shape_inference_function": bool(
-            schema.has_type_and_shape_inference_function
-        ),
-        "has_data_propagation_function": bool(schema.has_data_propagation_function),
-        "function_bodies": bodies,
-        "context_dependent_functions": context_dependent_functions(schema, skipped),
-    }
+    return ordered_record(
+        {
+            "domain": schema.domain,
+            "name": schema.name,
+            "since_version": int(schema.since_version),
+            "deprecated": bool(schema.deprecated),
+            "support_level": schema.support_level.name,
+            "node_determinism": schema.node_determinism.name,
+            "min_input": int(schema.min_input),
+            "max_input": int(schema.max_input),
+            "min_output": int(schema.min_output),
+            "max_output": int(schema.max_output),
+            "inputs": [formal_parameter(p, type_params) for p in schema.inputs],
+            "outputs": [formal_parameter(p, type_params) for p in schema.outputs],
+            "attributes": [attribute(schema.attributes[k]) for k in sorted(schema.attributes)],
+            "type_constraints": type_constraint_records(
+                (tc.type_param_str, tc.allowed_type_strs) for tc in schema.type_constraints
+            ),
+            "has_function": bool(schema.has_function),
+            "has_context_dependent_function": bool(schema.has_context_dependent_function),
+            "has_type_and_shape_inference_function": bool(
+                schema.has_type_and_shape_inference_function
+            ),
+            "has_data_propagation_function": bool(schema.has_data_propagation_function),
+            "function_bodies": bodies,
+            "context_dependent_functions": context_dependent_functions(schema, skipped),
+        }
+    )
 
 
 def opset_versions() -> dict:
@@ -339,6 +390,25 @@ def version_table() -> list[dict]:
     return rows
 
 
+def render_table(header: dict, version_rows: list[dict], records: list[dict]) -> str:
+    """The table text: `header` keys (format_version first) one per line, then the release table
+    and the schemas one per line. Shared with gen_contrib_schema.py."""
+    dump = lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=True)  # noqa: E731
+    lines = ["{", f'"format_version":{FORMAT_VERSION},']
+    lines += [f"{dump(key)}:{dump(value)}," for key, value in header.items()]
+    lines.append('"version_table":[')
+    if version_rows:
+        lines.append(",\n".join(dump(v) for v in version_rows))
+    lines += [
+        "],",
+        '"schemas":[',
+        ",\n".join(dump(r) for r in records),
+        "]",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def render() -> tuple[str, list[str], int]:
     skipped: list[str] = []
     schemas = sorted(
@@ -346,21 +416,29 @@ def render() -> tuple[str, list[str], int]:
         key=lambda s: (s.domain, s.name, s.since_version),
     )
     records = [schema_record(s, skipped) for s in schemas]
-    dump = lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=True)  # noqa: E731
-    lines = [
-        "{",
-        f'"format_version":{FORMAT_VERSION},',
-        f'"onnx_version":{dump(onnx.__version__)},',
-        f'"opset_versions":{dump(opset_versions())},',
-        '"version_table":[',
-        ",\n".join(dump(v) for v in version_table()),
-        "],",
-        '"schemas":[',
-        ",\n".join(dump(r) for r in records),
-        "]",
-        "}",
-    ]
-    return "\n".join(lines) + "\n", skipped, len(records)
+    header = {"onnx_version": onnx.__version__, "opset_versions": opset_versions()}
+    return render_table(header, version_table(), records), skipped, len(records)
+
+
+def write_or_check(text: str, output: Path, check: bool, script: str, count: int) -> int:
+    """Writes `text` to `output`, or with `check` compares it with the committed file (exit 1
+    and a short diff when they differ)."""
+    if check:
+        current = output.read_text(encoding="utf-8") if output.exists() else ""
+        if current != text:
+            diff = difflib.unified_diff(
+                current.splitlines(), text.splitlines(), "committed", "regenerated", lineterm="", n=0
+            )
+            for line in list(diff)[:20]:
+                print(line[:200], file=sys.stderr)
+            print(f"{output} is out of date: run scripts/{script}", file=sys.stderr)
+            return 1
+        print(f"{output}: up to date ({count} schemas)")
+        return 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    print(f"wrote {output}: {count} schemas, {len(text)} bytes")
+    return 0
 
 
 def main() -> int:
@@ -372,24 +450,10 @@ def main() -> int:
         print(f"gen_schema.py needs onnx=={REQUIRED_ONNX}, found {onnx.__version__}", file=sys.stderr)
         return 2
     text, skipped, count = render()
-    if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        if current != text:
-            diff = difflib.unified_diff(
-                current.splitlines(), text.splitlines(), "committed", "regenerated", lineterm="", n=0
-            )
-            for line in list(diff)[:20]:
-                print(line[:200], file=sys.stderr)
-            print(f"{args.output} is out of date: run scripts/gen_schema.py", file=sys.stderr)
-            return 1
-        print(f"{args.output}: up to date ({count} schemas)")
-        return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text, encoding="utf-8")
-    for why in skipped:
-        print(f"note: context not instantiated: {why}", file=sys.stderr)
-    print(f"wrote {args.output}: {count} schemas, {len(text)} bytes")
-    return 0
+    if not args.check:
+        for why in skipped:
+            print(f"note: context not instantiated: {why}", file=sys.stderr)
+    return write_or_check(text, args.output, args.check, "gen_schema.py", count)
 
 
 if __name__ == "__main__":

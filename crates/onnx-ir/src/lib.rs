@@ -60,8 +60,8 @@ mod topo;
 pub use attribute::{Attribute, AttributeValue};
 pub use check::MAX_IR_VERSION;
 pub use check::{
-    check_model, check_model_with, CheckError, CheckOptions, NodeRef, Port, SchemaProblem,
-    TensorProblem,
+    check_model, check_model_report, check_model_with, CheckError, CheckOptions, CheckReport,
+    NodeRef, Port, SchemaProblem, TensorProblem,
 };
 pub use error::IrError;
 pub use graph::{Graph, InfoList, InfoOverride, Node, NodeFieldPresence, NodeId, Value, ValueId};

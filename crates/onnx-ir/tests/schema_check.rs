@@ -9,7 +9,8 @@ use std::path::Path;
 
 use common::*;
 use onnx_ir::{
-    check_model, check_model_with, CheckError, CheckOptions, Model, Port, SchemaProblem,
+    check_model, check_model_report, check_model_with, CheckError, CheckOptions, CheckReport,
+    Model, Port, SchemaProblem,
 };
 use onnx_proto::{
     attribute_proto::AttributeType, tensor_proto::DataType, AttributeProto, FunctionProto,
@@ -403,4 +404,158 @@ fn calls_of_model_local_functions_use_the_function_signature() {
     function.node = vec![node("Identity", "body", &["a"], &["b"])];
     m.functions = vec![function];
     check(m, &[]);
+}
+
+/// The checker's report for a model, as messages: (errors, warnings).
+fn report(proto: ModelProto) -> (Vec<String>, Vec<String>) {
+    let model = Model::from_proto(proto).expect("conversion is total");
+    let CheckReport { errors, warnings } = check_model_report(&model, &CheckOptions::default());
+    assert!(warnings.iter().all(CheckError::is_warning));
+    assert!(!errors.iter().any(CheckError::is_warning));
+    let text = |list: Vec<CheckError>| list.iter().map(ToString::to_string).collect();
+    (text(errors), text(warnings))
+}
+
+fn ms(mut n: NodeProto) -> NodeProto {
+    n.domain = Some("com.microsoft".into());
+    n
+}
+
+fn float_attr(name: &str, value: f32) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Float as i32),
+        f: Some(value),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn com_microsoft_ops_are_checked_against_onnxruntimes_schemas() {
+    // A BERT-like chain of onnxruntime contrib ops passes, without warnings.
+    let mut skip = ms(node(
+        "SkipLayerNormalization",
+        "sln",
+        &["x", "x", "x", "x"],
+        &["s"],
+    ));
+    skip.attribute.push(float_attr("epsilon", 1e-5));
+    let mut attention = ms(node("Attention", "att", &["s", "x", "x"], &["a"]));
+    attention.attribute.push(int_attr("num_heads", 2));
+    let gelu = ms(node("FastGelu", "gelu", &["a"], &["y"]));
+    let mut m = model(graph("main", &["x"], &["y"], vec![skip, attention, gelu]));
+    m.opset_import.push(opset("com.microsoft", 1));
+    assert_eq!(report(m.clone()), (vec![], vec![]));
+    check(m, &[]);
+
+    // The schema's rules apply: Attention requires num_heads and takes at most 7 inputs.
+    let mut m = one_node(
+        ms(node(
+            "Attention",
+            "att",
+            &["x", "x", "x", "", "", "", "", ""],
+            &["y"],
+        )),
+        &["x"],
+        &["y"],
+    );
+    m.opset_import.push(opset("com.microsoft", 1));
+    check(
+        m,
+        &[
+            "node 0 'att' (Attention): input 7 given but com.microsoft:Attention-1 takes at most 7 inputs",
+            "node 0 'att' (Attention): com.microsoft:Attention-1 requires attribute 'num_heads'",
+        ],
+    );
+
+    // An op onnxruntime 1.31.1 does not register in com.microsoft passes unchecked, as a custom
+    // domain's ops do.
+    let mut m = one_node(
+        ms(node("FutureContribOp", "f", &["x"], &["y"])),
+        &["x"],
+        &["y"],
+    );
+    m.opset_import.push(opset("com.microsoft", 1));
+    assert_eq!(report(m), (vec![], vec![]));
+}
+
+#[test]
+fn onnxruntimes_layer_normalization_below_17_passes_with_a_warning() {
+    for (op, inputs) in [
+        ("LayerNormalization", &["x", "x", "x"][..]),
+        ("SimplifiedLayerNormalization", &["x", "x"][..]),
+    ] {
+        let m = with_opset(
+            one_node(node(op, "ln", inputs, &["y"]), &["x"], &["y"]),
+            "",
+            13,
+        );
+        let (errors, warnings) = report(m.clone());
+        assert_eq!(errors, Vec::<String>::new(), "{op}");
+        assert_eq!(
+            warnings,
+            [format!(
+                "node 0 'ln' ({op}): warning: at opset 13 this op leans on onnxruntime's \
+                 registry: {op}-1 is onnxruntime's own schema, not standard ONNX (other \
+                 runtimes reject it)"
+            )]
+        );
+        // check_model passes it: warnings are not errors.
+        check(m.clone(), &[]);
+        let model = Model::from_proto(m).expect("converts");
+        let warning = &check_model_report(&model, &CheckOptions::default()).warnings[0];
+        let CheckError::Schema { problem, .. } = warning else {
+            panic!("not a schema problem: {warning:?}");
+        };
+        assert_eq!(
+            problem,
+            &SchemaProblem::OnnxRuntimeOnly {
+                callee: format!("{op}-1"),
+                opset: 13
+            }
+        );
+    }
+    // From opset 17 on LayerNormalization is onnx's: no warning. SimplifiedLayerNormalization
+    // stays onnxruntime's at every opset.
+    let m = with_opset(
+        one_node(
+            node("LayerNormalization", "ln", &["x", "x"], &["y"]),
+            &["x"],
+            &["y"],
+        ),
+        "",
+        17,
+    );
+    assert_eq!(report(m), (vec![], vec![]));
+    let m = with_opset(
+        one_node(
+            node("SimplifiedLayerNormalization", "ln", &["x", "x"], &["y"]),
+            &["x"],
+            &["y"],
+        ),
+        "",
+        23,
+    );
+    assert_eq!(report(m).1.len(), 1);
+    // onnxruntime's schema still checks the node: a third input is one too many.
+    let m = with_opset(
+        one_node(
+            node(
+                "SimplifiedLayerNormalization",
+                "ln",
+                &["x", "x", "x"],
+                &["y"],
+            ),
+            &["x"],
+            &["y"],
+        ),
+        "",
+        13,
+    );
+    let (errors, warnings) = report(m);
+    assert_eq!(
+        errors,
+        ["node 0 'ln' (SimplifiedLayerNormalization): input 2 given but SimplifiedLayerNormalization-1 takes at most 2 inputs"]
+    );
+    assert_eq!(warnings.len(), 1);
 }

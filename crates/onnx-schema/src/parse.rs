@@ -1,4 +1,5 @@
-//! Reading the JSON schema table written by `scripts/gen_schema.py`: serde mirrors of the file
+//! Reading a JSON schema table written by `scripts/gen_schema.py` or
+//! `scripts/gen_contrib_schema.py`: serde mirrors of the file
 //! layout, then a checked conversion into [`OpSchema`]s that decodes every base64 protobuf field
 //! and maps every enumerated string, reporting the schema and field of any bad value.
 
@@ -13,7 +14,7 @@ use crate::error::{Error, Result, SchemaId};
 use crate::registry::{OpsetRange, ReleaseVersions, SchemaRegistry};
 use crate::schema::{
     AttributeSchema, ContextDependentFunction, EncodedInstance, FormalParameter, NodeDeterminism,
-    OpSchema, ParamOption, SupportLevel, TypeConstraint,
+    OpSchema, ParamOption, SchemaOrigin, SupportLevel, TypeConstraint,
 };
 
 /// The table layout this crate reads; bump together with `FORMAT_VERSION` in the generator.
@@ -24,6 +25,10 @@ pub(crate) const FORMAT_VERSION: i64 = 1;
 struct TableJson {
     format_version: i64,
     onnx_version: String,
+    /// Present in onnxruntime's table (`scripts/gen_contrib_schema.py`): its schemas are
+    /// [`SchemaOrigin::OnnxRuntime`].
+    #[serde(default)]
+    onnxruntime_version: Option<String>,
     opset_versions: BTreeMap<String, OpsetRangeJson>,
     version_table: Vec<ReleaseJson>,
     schemas: Vec<SchemaJson>,
@@ -157,12 +162,22 @@ pub(crate) fn parse_registry(json: &str) -> Result<SchemaRegistry> {
             ai_onnx_training: r.ai_onnx_training,
         })
         .collect();
+    let origin = match table.onnxruntime_version {
+        Some(_) => SchemaOrigin::OnnxRuntime,
+        None => SchemaOrigin::Onnx,
+    };
     let schemas = table
         .schemas
         .into_iter()
-        .map(convert_schema)
+        .map(|s| convert_schema(s, origin))
         .collect::<Result<Vec<_>>>()?;
-    SchemaRegistry::from_parts(schemas, opsets, releases, table.onnx_version)
+    SchemaRegistry::from_parts(
+        schemas,
+        opsets,
+        releases,
+        table.onnx_version,
+        table.onnxruntime_version,
+    )
 }
 
 /// Context for converting one schema: its id, for error messages.
@@ -262,7 +277,7 @@ impl Ctx {
     }
 }
 
-fn convert_schema(s: SchemaJson) -> Result<OpSchema> {
+fn convert_schema(s: SchemaJson, origin: SchemaOrigin) -> Result<OpSchema> {
     let ctx = Ctx {
         id: SchemaId {
             domain: s.domain.clone(),
@@ -328,6 +343,7 @@ fn convert_schema(s: SchemaJson) -> Result<OpSchema> {
     Ok(OpSchema {
         support_level,
         node_determinism,
+        origin,
         deprecated: s.deprecated,
         min_input: ctx.count("min_input", s.min_input)?,
         max_input: ctx.count("max_input", s.max_input)?,

@@ -40,6 +40,18 @@ pub enum NodeDeterminism {
     Deterministic,
 }
 
+/// Whose registry a schema comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SchemaOrigin {
+    /// onnx's own registry (`data/schemas.json`, onnx 1.23.2): the standard.
+    Onnx,
+    /// onnxruntime's registry (`data/contrib_schemas.json`, onnxruntime 1.31.1): its contrib
+    /// ops (`com.microsoft`) and the versions of onnx-domain ops onnx itself does not have
+    /// (LayerNormalization-1, SimplifiedLayerNormalization-1, ...). A model that relies on one
+    /// runs on onnxruntime but is not standard ONNX.
+    OnnxRuntime,
+}
+
 /// A formal input or output of an operator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FormalParameter {
@@ -177,8 +189,11 @@ pub struct OpSchema {
     pub deprecated: bool,
     /// Common or experimental.
     pub support_level: SupportLevel,
-    /// Whether equal inputs give equal outputs.
+    /// Whether equal inputs give equal outputs (`Unknown` for every onnxruntime schema: its
+    /// registry does not say).
     pub node_determinism: NodeDeterminism,
+    /// Whose registry the schema comes from: onnx's, or onnxruntime's own.
+    pub origin: SchemaOrigin,
     /// Minimum number of node inputs (counting trailing absent optional inputs as missing).
     pub min_input: usize,
     /// Maximum number of node inputs (`i32::MAX` when the last input is variadic).
@@ -251,6 +266,11 @@ impl OpSchema {
             .chain(&self.outputs)
             .find(|p| p.type_str == type_str_or_param)
             .map(|p| std::slice::from_ref(&p.type_str))
+    }
+
+    /// Whether the schema is onnxruntime's own rather than onnx's ([`SchemaOrigin::OnnxRuntime`]).
+    pub fn is_onnxruntime(&self) -> bool {
+        self.origin == SchemaOrigin::OnnxRuntime
     }
 
     /// Whether equal inputs and attributes always give equal outputs (false for random ops,

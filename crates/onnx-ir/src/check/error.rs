@@ -399,6 +399,17 @@ pub enum CheckError {
 }
 
 impl CheckError {
+    /// Whether this is a warning, which does not fail the check (see [`check_model_report`]):
+    /// today only [`SchemaProblem::OnnxRuntimeOnly`], in any subgraph or function.
+    ///
+    /// [`check_model_report`]: crate::check_model_report
+    pub fn is_warning(&self) -> bool {
+        match self.innermost() {
+            CheckError::Schema { problem, .. } => problem.is_warning(),
+            _ => false,
+        }
+    }
+
     /// The innermost problem, without subgraph or function context.
     pub fn innermost(&self) -> &CheckError {
         match self {

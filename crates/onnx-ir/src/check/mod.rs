@@ -66,8 +66,56 @@ pub fn check_model(model: &Model) -> Result<(), Vec<CheckError>> {
     check_model_with(model, &CheckOptions::default())
 }
 
-/// Checks a model; `Err` holds every problem found, in model order.
+/// Checks a model; `Err` holds every error found, in model order. Warnings (see
+/// [`CheckError::is_warning`]) do not fail the check; [`check_model_report`] gives them.
 pub fn check_model_with(model: &Model, options: &CheckOptions) -> Result<(), Vec<CheckError>> {
+    let report = check_model_report(model, options);
+    if report.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(report.errors)
+    }
+}
+
+/// What [`check_model_report`] found: errors (the model is invalid) and warnings (it is valid
+/// but leans on something non-standard, such as onnxruntime's own LayerNormalization-1 at
+/// opset 13), each in model order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckReport {
+    /// Problems that make the model invalid.
+    pub errors: Vec<CheckError>,
+    /// Problems that do not ([`CheckError::is_warning`]).
+    pub warnings: Vec<CheckError>,
+}
+
+/// Checks a model and returns its errors and warnings apart.
+///
+/// ```
+/// use onnx_ir::onnx_proto::{tensor_proto::DataType, type_proto, TensorShapeProto, TypeProto};
+/// use onnx_ir::{check_model_report, CheckOptions, Graph, Model, Node, OpsetImport, Value};
+///
+/// let float = TypeProto {
+///     value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+///         elem_type: Some(DataType::Float as i32),
+///         shape: Some(TensorShapeProto::default()),
+///     })),
+///     ..Default::default()
+/// };
+/// let mut graph = Graph::new("main");
+/// let x = graph.add_value(Value::typed("x", float.clone()));
+/// let scale = graph.add_value(Value::typed("scale", float.clone()));
+/// let y = graph.add_value(Value::typed("y", float));
+/// graph.inputs.extend([x, scale]);
+/// graph.outputs.push(y);
+/// graph.add_node(Node::new("LayerNormalization", vec![Some(x), Some(scale)], vec![Some(y)]));
+/// // LayerNormalization is standard from opset 17; at 13 it is onnxruntime's own.
+/// let model = Model::new(8, vec![OpsetImport::new("", 13)], graph);
+/// let report = check_model_report(&model, &CheckOptions::default());
+/// assert_eq!(report.errors, []);
+/// assert_eq!(report.warnings.len(), 1);
+/// assert!(report.warnings[0].to_string().contains("onnxruntime's registry"));
+/// ```
+pub fn check_model_report(model: &Model, options: &CheckOptions) -> CheckReport {
     let mut errors = Vec::new();
     let ir_version = match model.ir_version {
         None | Some(0) => {
@@ -137,11 +185,8 @@ pub fn check_model_with(model: &Model, options: &CheckOptions) -> Result<(), Vec
     if ir >= 8 {
         function::check_functions(model, ir, schema.as_ref(), &mut errors);
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    let (warnings, errors) = errors.into_iter().partition(CheckError::is_warning);
+    CheckReport { errors, warnings }
 }
 
 fn check_opset_versions(imports: &[OpsetImport], errors: &mut Vec<CheckError>) {

@@ -5,6 +5,7 @@
 
 mod backend;
 mod compare;
+mod contrib;
 mod control;
 mod models;
 mod ops;

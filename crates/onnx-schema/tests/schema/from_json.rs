@@ -197,3 +197,28 @@ fn duplicates_and_unsorted_lists_are_inconsistent() {
         Err(Error::Inconsistent { .. })
     ));
 }
+
+#[test]
+fn merge_joins_tables_and_rejects_a_version_in_both() {
+    let onnx = parse(&table(json!([]))).expect("valid table");
+    let mut runtime = table(json!([]));
+    runtime["onnxruntime_version"] = json!("test-ort");
+    runtime["opset_versions"] = json!({"com.example": {"min": 1, "max": 5}});
+    runtime["schemas"] = json!([schema_json("Foo", 5, json!([]))]);
+    let runtime = parse(&runtime).expect("valid onnxruntime table");
+    assert_eq!(runtime.onnxruntime_version(), Some("test-ort"));
+    assert!(runtime.iter().all(|s| s.is_onnxruntime()));
+    let merged = onnx.clone().merge(runtime).expect("no version in both");
+    assert_eq!(merged.len(), 2);
+    assert_eq!(merged.max_opset("com.example"), Some(5));
+    assert_eq!(merged.onnxruntime_version(), Some("test-ort"));
+    let bound = |opset| {
+        merged
+            .lookup("com.example", "Foo", opset)
+            .map(|s| (s.since_version, s.is_onnxruntime()))
+    };
+    assert_eq!(bound(4), Some((3, false)));
+    assert_eq!(bound(5), Some((5, true)));
+    let err = onnx.clone().merge(onnx).expect_err("Foo-3 twice");
+    assert!(err.to_string().contains("com.example:Foo-3"), "{err}");
+}

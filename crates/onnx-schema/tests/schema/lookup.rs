@@ -1,20 +1,23 @@
 //! Counts, domains, opset ranges and the binding rule of `SchemaRegistry::lookup`.
 
-use onnx_schema::{registry, try_registry, NodeDeterminism, OpsetRange};
+use onnx_schema::{registry, try_registry, NodeDeterminism, OpsetRange, SchemaOrigin};
 
 #[test]
 fn embedded_table_parses_and_is_onnx_1_23_2() {
-    let reg = try_registry().expect("the committed schemas.json parses");
+    let reg = try_registry().expect("the committed schemas.json and contrib_schemas.json parse");
     assert_eq!(reg.onnx_version(), "1.23.2");
+    assert_eq!(reg.onnxruntime_version(), Some("1.31.1"));
 }
 
 #[test]
 fn counts_schema_versions_per_domain() {
-    // From onnx 1.23.2: len(onnx.defs.get_all_schemas_with_history()) == 659, by domain below.
+    // From onnx 1.23.2: len(onnx.defs.get_all_schemas_with_history()) == 659, by domain below;
+    // from onnxruntime 1.31.1 (scripts/gen_contrib_schema.py's selection of
+    // get_all_operator_schema()): 162 more, 136 in com.microsoft and 26 in the default domain.
     let reg = registry();
-    assert_eq!(reg.len(), 659);
+    assert_eq!(reg.len(), 659 + 162);
     assert!(!reg.is_empty());
-    assert_eq!(reg.iter().count(), 659);
+    assert_eq!(reg.iter().count(), 659 + 162);
     let domains: Vec<&str> = reg.domains().collect();
     assert_eq!(
         domains,
@@ -22,16 +25,31 @@ fn counts_schema_versions_per_domain() {
             "",
             "ai.onnx.ml",
             "ai.onnx.preview",
-            "ai.onnx.preview.training"
+            "ai.onnx.preview.training",
+            "com.microsoft"
         ]
     );
-    let count = |d: &str| reg.iter().filter(|s| s.domain == d).count();
-    assert_eq!(count(""), 629);
-    assert_eq!(count("ai.onnx.ml"), 25);
-    assert_eq!(count("ai.onnx.preview.training"), 4);
-    assert_eq!(count("ai.onnx.preview"), 1);
-    // 203 distinct op types in the default domain.
-    assert_eq!(reg.op_types("ai.onnx").count(), 203);
+    let count = |d: &str, origin: SchemaOrigin| {
+        reg.iter()
+            .filter(|s| s.domain == d && s.origin == origin)
+            .count()
+    };
+    assert_eq!(count("", SchemaOrigin::Onnx), 629);
+    assert_eq!(count("ai.onnx.ml", SchemaOrigin::Onnx), 25);
+    assert_eq!(count("ai.onnx.preview.training", SchemaOrigin::Onnx), 4);
+    assert_eq!(count("ai.onnx.preview", SchemaOrigin::Onnx), 1);
+    assert_eq!(count("", SchemaOrigin::OnnxRuntime), 26);
+    assert_eq!(count("com.microsoft", SchemaOrigin::OnnxRuntime), 136);
+    assert_eq!(count("com.microsoft", SchemaOrigin::Onnx), 0);
+    // 203 distinct op types in onnx's default domain, 217 with onnxruntime's own; 136 in
+    // com.microsoft.
+    let onnx_ops = reg
+        .op_types("ai.onnx")
+        .filter(|op| reg.versions("", op).iter().any(|s| !s.is_onnxruntime()))
+        .count();
+    assert_eq!(onnx_ops, 203);
+    assert_eq!(reg.op_types("ai.onnx").count(), 217);
+    assert_eq!(reg.op_types("com.microsoft").count(), 136);
 }
 
 #[test]
@@ -70,9 +88,11 @@ fn opset_ranges_match_onnx() {
     assert_eq!(reg.max_opset("ai.onnx.preview.training"), Some(1));
     assert_eq!(reg.max_opset("ai.onnx.preview"), Some(1));
     assert_eq!(reg.max_opset("ai.onnx.training"), Some(1));
-    assert_eq!(reg.max_opset("com.microsoft"), None);
+    // onnxruntime registers com.microsoft at opset 1 only.
+    assert_eq!(reg.max_opset("com.microsoft"), Some(1));
+    assert_eq!(reg.max_opset("com.example"), None);
     assert_eq!(reg.opset_range(""), Some(OpsetRange { min: 1, max: 28 }));
-    assert_eq!(reg.opset_ranges().count(), 5);
+    assert_eq!(reg.opset_ranges().count(), 6);
     // Every schema's since_version lies inside its domain's range.
     for s in reg.iter() {
         let range = reg
@@ -127,15 +147,16 @@ fn lookup_binds_highest_since_version_not_above_opset() {
         ("", "Relu", 28, Some(14)),
         ("", "Conv", 13, Some(11)),
         ("", "LayerNormalization", 28, Some(17)),
+        ("", "LayerNormalization", 17, Some(17)),
         ("ai.onnx.ml", "ZipMap", 5, Some(1)),
         // Below an op's introduction there is no schema.
         ("", "Gelu", 19, None),
         ("", "Gelu", 20, Some(20)),
-        ("", "LayerNormalization", 16, None),
         ("", "RMSNormalization", 22, None),
         ("", "Softmax", 0, None),
         // Unknown ops and domains.
         ("", "NoSuchOp", 13, None),
+        ("com.example", "Softmax", 13, None),
         ("com.microsoft", "Softmax", 13, None),
         // "ai.onnx.ml" is not the default domain.
         ("ai.onnx.ml", "Softmax", 13, None),
@@ -191,4 +212,55 @@ fn determinism_flags_match_onnx() {
         .is_deterministic());
     // 607 of 659 schema versions are deterministic.
     assert_eq!(reg.iter().filter(|s| s.is_deterministic()).count(), 607);
+}
+
+#[test]
+fn onnxruntime_schemas_join_the_registry() {
+    // onnxruntime 1.31.1: get_all_operator_schema() has com.microsoft:Attention-1 (2 to 7 inputs,
+    // required num_heads), LayerNormalization-1 and SimplifiedLayerNormalization-1 in the default
+    // domain (experimental); onnx has LayerNormalization from 17 only.
+    let reg = registry();
+    let attention = reg
+        .lookup("com.microsoft", "Attention", 1)
+        .expect("com.microsoft:Attention-1");
+    assert_eq!(attention.since_version, 1);
+    assert_eq!(attention.origin, SchemaOrigin::OnnxRuntime);
+    assert_eq!((attention.min_input, attention.max_input), (2, 7));
+    assert!(attention.attribute("num_heads").is_some_and(|a| a.required));
+    // Any opset of com.microsoft binds its since-1 schemas.
+    assert_eq!(
+        reg.lookup("com.microsoft", "MatMulNBits", 5)
+            .map(|s| s.since_version),
+        Some(1)
+    );
+    for opset in [1, 13, 16] {
+        let ln = reg
+            .lookup("", "LayerNormalization", opset)
+            .expect("onnxruntime's LayerNormalization-1");
+        assert_eq!(
+            (ln.since_version, ln.origin),
+            (1, SchemaOrigin::OnnxRuntime)
+        );
+        let simplified = reg
+            .lookup("ai.onnx", "SimplifiedLayerNormalization", opset)
+            .expect("onnxruntime's SimplifiedLayerNormalization-1");
+        assert!(simplified.is_onnxruntime());
+    }
+    for opset in [17, 28] {
+        let ln = reg.lookup("", "LayerNormalization", opset).expect("LN-17");
+        assert_eq!((ln.since_version, ln.origin), (17, SchemaOrigin::Onnx));
+    }
+    // The runtime-internal domains and ops are left out.
+    assert!(reg.opset_range("com.microsoft.nchwc").is_none());
+    assert!(reg.opset_range("com.ms.internal.nhwc").is_none());
+    assert!(!reg.contains("", "MemcpyToHost"));
+    // onnx's schemas are all Onnx-origin and keep their determinism; onnxruntime does not say.
+    assert!(reg
+        .iter()
+        .filter(|s| s.is_onnxruntime())
+        .all(|s| s.node_determinism == NodeDeterminism::Unknown));
+    assert_eq!(
+        reg.lookup("", "Relu", 14).map(|s| s.origin),
+        Some(SchemaOrigin::Onnx)
+    );
 }

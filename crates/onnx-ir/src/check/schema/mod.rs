@@ -8,6 +8,12 @@
 //!   opset that is not deprecated; its input and output counts, empty required inputs and
 //!   outputs, attribute names, types and required attributes are checked (`types` checks the
 //!   declared types against the type constraints, `body` the function bodies onnx expands);
+//! - a node of `com.microsoft` is checked the same way against onnxruntime's own schemas (see
+//!   `onnx_schema::SchemaOrigin`); an op onnxruntime 1.31.1 does not register there passes
+//!   unchecked, as before its schemas were known (newer or training-only contrib ops);
+//! - a node of an onnx domain that binds to a schema only onnxruntime registers
+//!   (LayerNormalization-1 and SimplifiedLayerNormalization-1 below opset 17, ...) is checked
+//!   against it and gets a warning ([`SchemaProblem::OnnxRuntimeOnly`]), not an error;
 //! - a node of any other domain passes: no schema, nothing to check beyond structure.
 //!
 //! onnx.checker's exceptions are kept: its experimental ops (`ATen`, `Scale`, ...) in the ONNX
@@ -43,6 +49,10 @@ const EXPERIMENTAL_OPS: [&str; 11] = [
     "Scale",
     "ScaledTanh",
 ];
+
+/// onnxruntime's contrib domain: its schemas are at home there, so no warning; an op its
+/// registry lacks passes unchecked, like a custom domain's.
+const ONNXRUNTIME_DOMAIN: &str = "com.microsoft";
 
 /// Model-wide facts the schema checks need.
 pub(crate) struct SchemaChecker<'a> {
@@ -118,6 +128,10 @@ impl SchemaChecker<'_> {
             return;
         }
         let Some(schema) = self.registry.lookup(&node.domain, &node.op_type, opset) else {
+            if &*node.domain == ONNXRUNTIME_DOMAIN {
+                // onnxruntime's domain, an op its registry does not have: unchecked.
+                return;
+            }
             let versions = self.registry.versions(&node.domain, &node.op_type);
             out.push(match versions.first() {
                 Some(first) => SchemaProblem::NotAvailableAtOpset {
@@ -138,6 +152,12 @@ impl SchemaChecker<'_> {
         if schema.deprecated {
             out.push(SchemaProblem::Deprecated { callee, opset });
             return;
+        }
+        if schema.is_onnxruntime() && &*node.domain != ONNXRUNTIME_DOMAIN {
+            out.push(SchemaProblem::OnnxRuntimeOnly {
+                callee: callee.clone(),
+                opset,
+            });
         }
         check_arity(schema, &callee, node, out);
         self.check_attributes(schema, &callee, node, out);

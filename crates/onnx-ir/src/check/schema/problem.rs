@@ -72,6 +72,15 @@ pub enum SchemaProblem {
         /// The first opset version that has the operator.
         introduced: i64,
     },
+    /// A warning, not an error: a node of an onnx domain binds to a schema only onnxruntime
+    /// registers (its LayerNormalization-1 or SimplifiedLayerNormalization-1 below opset 17,
+    /// ...). onnxruntime runs the model; onnx's checker and other runtimes reject it.
+    OnnxRuntimeOnly {
+        /// The schema, e.g. `LayerNormalization-1`.
+        callee: String,
+        /// The opset version imported.
+        opset: i64,
+    },
     /// The schema the node binds to at the imported opset is deprecated.
     Deprecated {
         /// The schema, e.g. `Upsample-10`.
@@ -233,6 +242,13 @@ fn join_counts(counts: &[usize]) -> String {
     }
 }
 
+impl SchemaProblem {
+    /// Whether this is a warning (the model passes the check) rather than an error.
+    pub fn is_warning(&self) -> bool {
+        matches!(self, SchemaProblem::OnnxRuntimeOnly { .. })
+    }
+}
+
 impl fmt::Display for SchemaProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use SchemaProblem as P;
@@ -259,6 +275,11 @@ impl fmt::Display for SchemaProblem {
             P::Deprecated { callee, opset } => {
                 write!(f, "{callee} is deprecated at opset {opset}")
             }
+            P::OnnxRuntimeOnly { callee, opset } => write!(
+                f,
+                "warning: at opset {opset} this op leans on onnxruntime's registry: {callee} is \
+                 onnxruntime's own schema, not standard ONNX (other runtimes reject it)"
+            ),
             P::TooFew {
                 port,
                 callee,

@@ -133,7 +133,7 @@ pub(crate) fn rule(op: &str) -> Option<Rule> {
     })
 }
 
-fn same_shape(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
+pub(crate) fn same_shape(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
     Ok(vec![Out::maybe_shape(ctx.shape(0))])
 }
 
@@ -227,7 +227,7 @@ fn batch_normalization(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
     Ok(outs)
 }
 
-fn layer_normalization(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
+pub(crate) fn layer_normalization(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
     let x = ctx.shape(0);
     let stash = i32::try_from(ctx.attr_int_or("stash_type", 1)).unwrap_or(1);
     let stats = match &x {
@@ -246,7 +246,7 @@ fn layer_normalization(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
     ])
 }
 
-fn quantize_linear(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
+pub(crate) fn quantize_linear(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
     let out = Out::maybe_shape(ctx.shape(0));
     let output_dtype = ctx.attr_int_or("output_dtype", 0);
     let elem = if let Some(zp) = ctx.elem(2) {

@@ -25,6 +25,20 @@ fn matmul(ctx: &NodeCtx<'_>, a_at: usize, b_at: usize) -> Result<Vec<Out>, Infer
     let (Some(a), Some(b)) = (ctx.shape(a_at), ctx.shape(b_at)) else {
         return Ok(vec![Out::default()]);
     };
+    Ok(vec![Out::maybe_shape(matmul_dims(
+        ctx, &a, &b, a_at, b_at,
+    )?)])
+}
+
+/// numpy's matmul of shapes `a` and `b` (inputs `a_at` and `b_at`, named in errors); `None` when
+/// a rank is too small to split.
+pub(crate) fn matmul_dims(
+    ctx: &NodeCtx<'_>,
+    a: &[SymDim],
+    b: &[SymDim],
+    a_at: usize,
+    b_at: usize,
+) -> Result<Option<Dims>, InferError> {
     if a.is_empty() || b.is_empty() {
         return Err(ctx.fail(format!(
             "{} and {} must have rank >= 1",
@@ -33,21 +47,21 @@ fn matmul(ctx: &NodeCtx<'_>, a_at: usize, b_at: usize) -> Result<Vec<Out>, Infer
         )));
     }
     let a2: Dims = if a.len() == 1 {
-        [vec![SymDim::Known(1)], a.clone()].concat()
+        [&[SymDim::Known(1)][..], a].concat()
     } else {
-        a.clone()
+        a.to_vec()
     };
     let b2: Dims = if b.len() == 1 {
-        [b.clone(), vec![SymDim::Known(1)]].concat()
+        [b, &[SymDim::Known(1)][..]].concat()
     } else {
-        b.clone()
+        b.to_vec()
     };
     let (Some((a_k, a_rest)), Some((b_n, b_rest))) = (a2.split_last(), b2.split_last()) else {
-        return Ok(vec![Out::default()]);
+        return Ok(None);
     };
     let (Some((a_m, a_batch)), Some((b_k, b_batch))) = (a_rest.split_last(), b_rest.split_last())
     else {
-        return Ok(vec![Out::default()]);
+        return Ok(None);
     };
     if dims::unify(a_k, b_k).is_none() {
         return Err(ctx.fail(format!(
@@ -69,7 +83,7 @@ fn matmul(ctx: &NodeCtx<'_>, a_at: usize, b_at: usize) -> Result<Vec<Out>, Infer
     if b.len() > 1 {
         out.push(b_n.clone());
     }
-    Ok(vec![Out::shape(out)])
+    Ok(Some(out))
 }
 
 fn gemm(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {

@@ -1,7 +1,9 @@
 //! Per-operator shape rules (and the element types the generic rules cannot give), grouped by
 //! family. Each family module exposes `rule(op) -> Option<Rule>`; [`infer_outputs`] asks them
-//! in turn. Ops without a rule get only the generic element types.
+//! in turn; onnxruntime's own schemas (`SchemaOrigin::OnnxRuntime`) ask `contrib`. Ops without
+//! a rule get only the generic element types.
 
+mod contrib;
 mod control;
 mod elementwise;
 mod index_ops;
@@ -36,7 +38,13 @@ fn rule_for(domain: &str, op: &str) -> Option<Rule> {
 
 /// Runs the rule of the node's op, if there is one.
 pub(crate) fn infer_outputs(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
-    match rule_for(ctx.schema.domain.as_str(), ctx.schema.name.as_str()) {
+    let (domain, op) = (ctx.schema.domain.as_str(), ctx.schema.name.as_str());
+    let rule = if ctx.schema.is_onnxruntime() {
+        contrib::rule(domain, op)
+    } else {
+        rule_for(domain, op)
+    };
+    match rule {
         Some(rule) => rule(ctx),
         None => Ok(Vec::new()),
     }
