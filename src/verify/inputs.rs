@@ -17,7 +17,7 @@ use onnx_proto::{type_proto, ModelProto, TensorProto};
 use onnx_ref::{RefError, Tensor, Value};
 
 /// At most this many runs of the original while searching.
-const MAX_RUNS: usize = 400;
+const MAX_RUNS: usize = 2000;
 /// The search stops after this long, or after this many times the first run's time.
 const MAX_TIME: Duration = Duration::from_secs(30);
 const MAX_RUN_FACTOR: u32 = 40;
@@ -237,12 +237,29 @@ fn moves(
     out
 }
 
+/// The candidates reordered: the numbers the last failure names first (a failing check
+/// usually prints the value a dim must take), then the rest.
+fn prioritized(candidates: &[i64], why: &str) -> Vec<i64> {
+    let mut named: Vec<i64> = Vec::new();
+    for word in why.split(|c: char| !c.is_ascii_digit()) {
+        if let Ok(v) = word.parse::<i64>() {
+            if (1..=1 << 16).contains(&v) && !named.contains(&v) {
+                named.push(v);
+            }
+        }
+    }
+    let rest = candidates.iter().filter(|v| !named.contains(v)).copied();
+    named.iter().copied().chain(rest).collect()
+}
+
 /// Searches dims under which `run` succeeds, starting from `start`. Returns the dims and
 /// `None`, or the best dims found and the last failure's message. `params` are the names it
 /// may change (those the user set are left out by the caller).
 ///
-/// A move is kept when the run gets further (a later failing node), or fails at the same node
-/// for a reason not seen before (a check of that node now holds, the next one fails).
+/// Each round tries every move from the current dims and keeps the first that gets further
+/// (a later failing node). When none does, it looks one move past each move that fails the
+/// same node for a reason not seen before (one check of the node now holds, another fails):
+/// a Conv whose channels and window both constrain its input needs two moves.
 pub(crate) fn search_dims(
     start: BTreeMap<String, i64>,
     params: &[String],
@@ -262,31 +279,48 @@ pub(crate) fn search_dims(
         .min(one_run * MAX_RUN_FACTOR)
         .max(Duration::from_secs(2));
     let mut runs = 1;
-    loop {
-        let mut improved = false;
-        for trial in moves(&current, params, candidates) {
-            if runs >= MAX_RUNS || t0.elapsed() > budget {
+    let spent = |runs: usize| runs >= MAX_RUNS || t0.elapsed() > budget;
+    'rounds: loop {
+        let order = prioritized(candidates, &why);
+        let mut sideways: Vec<(BTreeMap<String, i64>, String)> = Vec::new();
+        for trial in moves(&current, params, &order) {
+            if spent(runs) {
                 return (current, Some(why));
             }
             runs += 1;
             match run(&trial) {
                 Ok(()) => return (trial, None),
+                Err((progress, w)) if progress > best => {
+                    seen.insert((progress, normalized(&w)));
+                    (best, why, current) = (progress, w, trial);
+                    continue 'rounds;
+                }
                 Err((progress, w)) => {
-                    let key = (progress, normalized(&w));
-                    if progress > best || (progress == best && !seen.contains(&key)) {
-                        seen.insert(key);
-                        best = progress;
-                        why = w;
-                        current = trial;
-                        improved = true;
-                        break;
+                    if progress == best && seen.insert((progress, normalized(&w))) {
+                        sideways.push((trial, w));
                     }
                 }
             }
         }
-        if !improved {
-            return (current, Some(why));
+        for (side, side_why) in sideways {
+            let order = prioritized(candidates, &side_why);
+            for trial in moves(&side, params, &order) {
+                if spent(runs) {
+                    return (current, Some(why));
+                }
+                runs += 1;
+                match run(&trial) {
+                    Ok(()) => return (trial, None),
+                    Err((progress, w)) if progress > best => {
+                        seen.insert((progress, normalized(&w)));
+                        (best, why, current) = (progress, w, trial);
+                        continue 'rounds;
+                    }
+                    Err(_) => {}
+                }
+            }
         }
+        return (current, Some(why));
     }
 }
 

@@ -175,7 +175,7 @@ fn cases() -> Vec<Case> {
             13,
             "(float[A, B] x) => (float[?, ?] y)",
             &format!("float[2, {n}] c = {{{}}}", floats(2 * n, n)),
-            "  a = Add(x, c)\n  z = Mul(a, c)\n  d = Sub(z, c)\n  y = Concat <axis = 0> (d, c)",
+            "  a = Add(x, c)\n  z = Mul(a, c)\n  d = Sub(z, c)\n  y = Concat <axis = 0> (x, d)",
         ));
     }
     out
