@@ -99,19 +99,21 @@ def skip_simplified_cases():
 # --- SimplifiedLayerNormalization, LayerNormalization (default domain) ----------------------
 
 def ln_case(name, op, seed, x_shape, axis, *, bias=True, outputs=None, dtype=np.float32,
-            opset=17, **attrs):
+            scale_dtype=None, opset=17, **attrs):
+    """Y has the scale's type (onnxruntime's V), which is X's unless `scale_dtype` says."""
     g = rng(seed)
+    scale_dtype = scale_dtype or dtype
     a = axis if axis >= 0 else axis + len(x_shape)
     norm_shape = x_shape[a:]
-    inputs = {"x": randn(g, x_shape, dtype), "scale": randn(g, norm_shape, dtype)}
+    inputs = {"x": randn(g, x_shape, dtype), "scale": randn(g, norm_shape, scale_dtype)}
     names = ["x", "scale"]
     if op == "LayerNormalization" and bias:
-        inputs["b"] = randn(g, norm_shape, dtype)
+        inputs["b"] = randn(g, norm_shape, scale_dtype)
         names.append("b")
     if outputs is None:
         outputs = ("y", "inv_std") if op == "SimplifiedLayerNormalization" else \
             ("y", "mean", "inv_std")
-    t = F16 if dtype == np.float16 else F32
+    t = F16 if scale_dtype == np.float16 else F32
     outs = list(outputs)
     types = [t] + [F32] * (len(outs) - 1)
     if axis != -1:
@@ -136,6 +138,10 @@ def simplified_cases():
                   stash_type=1)
     yield ln_case("simplifiedlayernorm_f16", op, 41, (2, 3, 8), -1, dtype=np.float16,
                   epsilon=1e-5)
+    yield ln_case("simplifiedlayernorm_x16_scale32", op, 42, (2, 3, 8), -1, dtype=np.float16,
+                  scale_dtype=np.float32, epsilon=1e-5)
+    yield ln_case("simplifiedlayernorm_x32_scale16_f16", op, 43, (2, 3, 8), -1,
+                  scale_dtype=np.float16, epsilon=1e-5)
 
 
 def layer_norm_cases():
@@ -150,6 +156,10 @@ def layer_norm_cases():
     yield ln_case("layernorm13_size1", op, 58, (1, 1, 8), -1, opset=13)
     yield ln_case("layernorm13_f16", op, 59, (2, 3, 8), -1, dtype=np.float16, opset=13)
     yield ln_case("layernorm_opset9", op, 60, (2, 3, 8), -1, opset=9)
+    yield ln_case("layernorm13_x16_scale32", op, 61, (2, 3, 8), -1, dtype=np.float16,
+                  scale_dtype=np.float32, opset=13)
+    yield ln_case("layernorm13_x32_scale16_f16", op, 62, (2, 3, 8), -1,
+                  scale_dtype=np.float16, opset=13)
 
 
 # --- Gelus -----------------------------------------------------------------------------------
@@ -220,6 +230,7 @@ def fused_matmul_cases():
                    transBatchA=1, alpha=0.25)
     yield fmm_case("fusedmatmul_vec_mat", 96, (4,), (4, 5))
     yield fmm_case("fusedmatmul_mat_vec", 97, (3, 4), (4,))
+    yield fmm_case("fusedmatmul_vec_transA_ignored", 101, (4,), (5, 4), transA=1, transB=1)
     yield fmm_case("fusedmatmul_size1", 98, (1, 1, 4), (1, 4, 1))
     yield fmm_case("fusedmatmul_f16", 99, (2, 3, 4), (2, 4, 5), np.float16, alpha=0.5)
     yield fmm_case("fusedmatmul_f16_transB", 100, (3, 8), (5, 8), np.float16, transB=1)

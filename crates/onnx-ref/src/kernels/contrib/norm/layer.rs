@@ -35,13 +35,37 @@ pub(super) fn register_all(reg: &mut KernelRegistry) {
         LATEST,
         simplified_layer_norm,
     );
-    reg.register(
-        "",
-        "LayerNormalization",
-        1,
-        16,
-        crate::kernels::nn::layer_norm,
-    );
+    reg.register("", "LayerNormalization", 1, 16, layer_norm_below_17);
+}
+
+/// onnxruntime's LayerNormalization below opset 17: the standard op's semantics, except that
+/// Scale (and B) may have another float type than X and Y has Scale's type. Mixed types are
+/// computed in double and Y rounded once to Scale's type.
+fn layer_norm_below_17(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    let x = ctx.input(inputs, 0)?;
+    let scale = ctx.input(inputs, 1)?;
+    if x.dtype() == scale.dtype() {
+        return crate::kernels::nn::layer_norm(ctx, inputs);
+    }
+    let mut wide = Vec::with_capacity(inputs.len());
+    for (i, v) in inputs.iter().enumerate() {
+        wide.push(match ctx.opt_input(inputs, i)? {
+            Some(t) if i < 3 => {
+                floats(ctx, t, "X, Scale and B")?;
+                Some(Value::Tensor(crate::kernels::cast_tensor(
+                    t,
+                    DType::Double,
+                )?))
+            }
+            _ => v.cloned(),
+        });
+    }
+    let refs: Vec<Option<&Value>> = wide.iter().map(Option::as_ref).collect();
+    let mut out = crate::kernels::nn::layer_norm(ctx, &refs)?;
+    if let Some(Value::Tensor(y)) = out.first() {
+        out[0] = Value::Tensor(crate::kernels::cast_tensor(y, scale.dtype())?);
+    }
+    Ok(out)
 }
 
 fn skip_layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
