@@ -442,7 +442,7 @@ fn conv_of<T: GemmElem + Real>(
     array_from_vec(&out_shape, out)
 }
 
-fn conv(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+pub(crate) fn conv(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let x = ctx.input(inputs, 0)?;
     let wt = ctx.input(inputs, 1)?;
     let bias = ctx.opt_input(inputs, 2)?;

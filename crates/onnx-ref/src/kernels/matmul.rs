@@ -471,7 +471,7 @@ pub(crate) fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array
     array_from_vec(&out_shape_final(batch, a.ndim(), b.ndim(), m, n), out)
 }
 
-fn matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+pub(crate) fn matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let a = ctx.input(inputs, 0)?;
     let b = ctx.input(inputs, 1)?;
     same_dtype(ctx, &[a, b])?;

@@ -294,7 +294,7 @@ fn lrn(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     )
 }
 
-fn layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+pub(crate) fn layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let x = ctx.input(inputs, 0)?;
     let scale = ctx.input(inputs, 1)?;
     let bias = ctx.opt_input(inputs, 2)?;
