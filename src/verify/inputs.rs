@@ -54,6 +54,35 @@ pub(crate) fn name_unknown_dims(model: &mut ModelProto) {
     }
 }
 
+/// The search never tries dims that give one input more elements than this.
+pub(crate) const MAX_SEARCH_ELEMENTS: u128 = 1 << 22;
+
+/// The most elements any graph input has under `dims` (unset parameters count as 1).
+pub(crate) fn largest_input(model: &ModelProto, dims: &BTreeMap<String, i64>) -> u128 {
+    let Some(g) = model.graph.as_ref() else {
+        return 0;
+    };
+    g.input
+        .iter()
+        .filter_map(|vi| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(type_proto::Value::TensorType(tt)) => tt.shape.as_ref(),
+            _ => None,
+        })
+        .map(|shape| {
+            shape
+                .dim
+                .iter()
+                .map(|d| match &d.value {
+                    Some(dimension::Value::DimValue(v)) => (*v).max(0) as u128,
+                    Some(dimension::Value::DimParam(p)) => dims.get(p).copied().unwrap_or(1).max(0) as u128,
+                    None => 1,
+                })
+                .fold(1u128, |a, b| a.saturating_mul(b))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// The dim parameters of the graph inputs, in order of first appearance.
 pub(crate) fn dim_params(model: &ModelProto) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -237,9 +266,15 @@ fn moves(
     out
 }
 
-/// The candidates reordered: the numbers the last failure names first (a failing check
-/// usually prints the value a dim must take), then the rest.
-fn prioritized(candidates: &[i64], why: &str) -> Vec<i64> {
+/// The moves from `dims` in the order the search tries them: first with the numbers the last
+/// failure names (a failing check usually prints the value a dim must take), then with every
+/// candidate.
+fn ordered_moves(
+    dims: &BTreeMap<String, i64>,
+    params: &[String],
+    candidates: &[i64],
+    why: &str,
+) -> Vec<BTreeMap<String, i64>> {
     let mut named: Vec<i64> = Vec::new();
     for word in why.split(|c: char| !c.is_ascii_digit()) {
         if let Ok(v) = word.parse::<i64>() {
@@ -248,8 +283,9 @@ fn prioritized(candidates: &[i64], why: &str) -> Vec<i64> {
             }
         }
     }
-    let rest = candidates.iter().filter(|v| !named.contains(v)).copied();
-    named.iter().copied().chain(rest).collect()
+    let mut out = moves(dims, params, &named);
+    out.extend(moves(dims, params, candidates));
+    out
 }
 
 /// Searches dims under which `run` succeeds, starting from `start`. Returns the dims and
@@ -280,10 +316,13 @@ pub(crate) fn search_dims(
         .max(Duration::from_secs(2));
     let mut runs = 1;
     let spent = |runs: usize| runs >= MAX_RUNS || t0.elapsed() > budget;
+    let mut tried: BTreeSet<BTreeMap<String, i64>> = BTreeSet::from([current.clone()]);
     'rounds: loop {
-        let order = prioritized(candidates, &why);
         let mut sideways: Vec<(BTreeMap<String, i64>, String)> = Vec::new();
-        for trial in moves(&current, params, &order) {
+        for trial in ordered_moves(&current, params, candidates, &why) {
+            if !tried.insert(trial.clone()) {
+                continue;
+            }
             if spent(runs) {
                 return (current, Some(why));
             }
@@ -303,8 +342,10 @@ pub(crate) fn search_dims(
             }
         }
         for (side, side_why) in sideways {
-            let order = prioritized(candidates, &side_why);
-            for trial in moves(&side, params, &order) {
+            for trial in ordered_moves(&side, params, candidates, &side_why) {
+                if !tried.insert(trial.clone()) {
+                    continue;
+                }
                 if spent(runs) {
                     return (current, Some(why));
                 }

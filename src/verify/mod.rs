@@ -233,6 +233,9 @@ pub fn compare_models_on(
         .filter(|p| !dims.contains_key(p))
         .collect();
     let mut attempt = |d: &BTreeMap<String, i64>| -> inputs::Attempt {
+        if inputs::largest_input(&gen, d) > inputs::MAX_SEARCH_ELEMENTS {
+            return Err((-2, "an input would be too large".into()));
+        }
         let mut feed = make(0x5eed, d).map_err(|e| (-1, e))?;
         feed.extend(a_cut.feed(0x5eed, d).map_err(|e| (-1, e))?);
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.run(feed))) {

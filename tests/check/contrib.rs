@@ -99,5 +99,5 @@ fn custom_domain_op_is_checked_around() {
     assert_eq!(r.check_trials, 3);
     assert_eq!(r.check_opaque, vec!["com.company::MyGelu".to_string()]);
     assert!(r.nodes_after < r.nodes_before, "{} -> {}", r.nodes_before, r.nodes_after);
-    assert_eq!(r.ops_after.get("MyGelu"), Some(&1));
+    assert_eq!(r.ops_after.get("com.company.MyGelu"), Some(&1));
 }
