@@ -5,9 +5,9 @@ outputs (CPU provider, graph optimizations off, 1 thread), plus a model around a
 
 Run (from the repository root):
 
-    /work/main/target/venv-peers/bin/python -m pip install --only-binary=:all: --no-deps \
+    target/venv-peers/bin/python -m pip install --only-binary=:all: --no-deps \
         --target target/contrib-models-py -r scripts/requirements-contrib-models.txt
-    PYTHONPATH=target/contrib-models-py /work/main/target/venv-peers/bin/python \
+    PYTHONPATH=target/contrib-models-py target/venv-peers/bin/python \
         scripts/make_contrib_models.py
 
 Versions: onnxruntime 1.31.1, onnx 1.23.2, numpy 2.4.6 (the peers venv), onnx-ir 1.1.0 (needed by
@@ -654,9 +654,9 @@ onnxruntime cannot run a node of domain `com.company`.
 ## How they were made
 
 ```sh
-/work/main/target/venv-peers/bin/python -m pip install --only-binary=:all: --no-deps \
+target/venv-peers/bin/python -m pip install --only-binary=:all: --no-deps \
     --target target/contrib-models-py -r scripts/requirements-contrib-models.txt   # onnx-ir 1.1.0
-PYTHONPATH=target/contrib-models-py /work/main/target/venv-peers/bin/python scripts/make_contrib_models.py
+PYTHONPATH=target/contrib-models-py target/venv-peers/bin/python scripts/make_contrib_models.py
 ```
 
 Versions: onnxruntime 1.31.1, onnx 1.23.2, numpy 2.4.6, onnx-ir 1.1.0 (onnxruntime's

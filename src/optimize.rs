@@ -281,7 +281,11 @@ pub fn render_table(o: &Outcome) -> String {
             ", around {} node(s) it cannot run ({})",
             r.check_opaque
                 .iter()
-                .map(|l| l.split(" x ").next().and_then(|c| c.parse::<usize>().ok()).unwrap_or(1))
+                .map(|l| l
+                    .split(" x ")
+                    .next()
+                    .and_then(|c| c.parse::<usize>().ok())
+                    .unwrap_or(1))
                 .sum::<usize>(),
             r.check_opaque.join(", ")
         ),
@@ -298,10 +302,20 @@ pub fn render_table(o: &Outcome) -> String {
         if r.check_trials > 0 {
             on.push(format!("{} random inputs", r.check_trials));
         }
-        s.push_str(&format!("check: outputs equal on {}{around}", on.join(" and ")));
+        s.push_str(&format!(
+            "check: outputs equal on {}{around}",
+            on.join(" and ")
+        ));
         if !r.check_dims.is_empty() {
-            let dims: Vec<String> = r.check_dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            s.push_str(&format!("; dims chosen so the original runs: {}", dims.join(", ")));
+            let dims: Vec<String> = r
+                .check_dims
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            s.push_str(&format!(
+                "; dims chosen so the original runs: {}",
+                dims.join(", ")
+            ));
         }
         if let Some(why) = &r.check_random_skipped {
             s.push_str(&format!("; random inputs stopped: {why}"));

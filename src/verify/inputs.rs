@@ -28,13 +28,18 @@ pub(crate) fn name_unknown_dims(model: &mut ModelProto) {
     let Some(g) = model.graph.as_mut() else {
         return;
     };
-    let inits: BTreeSet<String> = g.initializer.iter().filter_map(|t| t.name.clone()).collect();
+    let inits: BTreeSet<String> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.clone())
+        .collect();
     for vi in &mut g.input {
         let name = vi.name.clone().unwrap_or_default();
         if inits.contains(&name) {
             continue;
         }
-        let Some(type_proto::Value::TensorType(tt)) = vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_mut().and_then(|t| t.value.as_mut())
         else {
             continue;
         };
@@ -64,17 +69,21 @@ pub(crate) fn largest_input(model: &ModelProto, dims: &BTreeMap<String, i64>) ->
     };
     g.input
         .iter()
-        .filter_map(|vi| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-            Some(type_proto::Value::TensorType(tt)) => tt.shape.as_ref(),
-            _ => None,
-        })
+        .filter_map(
+            |vi| match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(tt)) => tt.shape.as_ref(),
+                _ => None,
+            },
+        )
         .map(|shape| {
             shape
                 .dim
                 .iter()
                 .map(|d| match &d.value {
                     Some(dimension::Value::DimValue(v)) => (*v).max(0) as u128,
-                    Some(dimension::Value::DimParam(p)) => dims.get(p).copied().unwrap_or(1).max(0) as u128,
+                    Some(dimension::Value::DimParam(p)) => {
+                        dims.get(p).copied().unwrap_or(1).max(0) as u128
+                    }
                     None => 1,
                 })
                 .fold(1u128, |a, b| a.saturating_mul(b))
@@ -90,7 +99,8 @@ pub(crate) fn dim_params(model: &ModelProto) -> Vec<String> {
         return out;
     };
     for vi in &g.input {
-        if let Some(type_proto::Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        if let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
         {
             for d in tt.shape.iter().flat_map(|s| &s.dim) {
                 if let Some(dimension::Value::DimParam(p)) = &d.value {
@@ -150,7 +160,8 @@ pub(crate) fn candidates(model: &ModelProto) -> Vec<i64> {
         }
     }
     for vi in g.value_info.iter().chain(&g.output).chain(&g.input) {
-        if let Some(type_proto::Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        if let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
         {
             let dims: Vec<i64> = tt
                 .shape
@@ -409,7 +420,10 @@ pub(crate) fn index_bounds(model: &ModelProto) -> BTreeMap<String, i64> {
             Some("Cast" | "Identity" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Expand")
         ) && n.domain.as_deref().unwrap_or("").is_empty();
         if pass {
-            if let (Some(src), Some(o)) = (n.input.first().and_then(|i| origin.get(i)).cloned(), n.output.first()) {
+            if let (Some(src), Some(o)) = (
+                n.input.first().and_then(|i| origin.get(i)).cloned(),
+                n.output.first(),
+            ) {
                 origin.insert(o.clone(), src);
             }
         }
@@ -418,7 +432,11 @@ pub(crate) fn index_bounds(model: &ModelProto) -> BTreeMap<String, i64> {
         let (Some(src), Some(d)) = (origin.get(idx), dims.get(table)) else {
             return;
         };
-        let axis = if axis < 0 { axis + d.len() as i64 } else { axis };
+        let axis = if axis < 0 {
+            axis + d.len() as i64
+        } else {
+            axis
+        };
         if let Some(&n) = usize::try_from(axis).ok().and_then(|a| d.get(a)) {
             if n > 0 {
                 let e = out.entry(src.clone()).or_insert(n);

@@ -158,18 +158,22 @@ pub fn compare_models_on(
     dims: &BTreeMap<String, i64>,
     tol: Tolerance,
 ) -> Result<(Option<Mismatch>, Checked), VerifyError> {
-    let a_cut = match boundary::cut(original, &onnx_ref::opaque_nodes(original), &BTreeMap::new())
-    {
+    let a_cut = match boundary::cut(
+        original,
+        &onnx_ref::opaque_nodes(original),
+        &BTreeMap::new(),
+    ) {
         Ok(c) => c,
         Err(why) => return Ok((None, Checked::skipped(why, Vec::new()))),
     };
     let opaque = a_cut.summary();
-    let fallback = original
-        .graph
-        .as_ref()
-        .map(|g| boundary::known_types(original, g))
-        .unwrap_or_default();
-    let b_cut = match boundary::cut(optimized, &onnx_ref::opaque_nodes(optimized), &fallback) {
+    let b_opaque = onnx_ref::opaque_nodes(optimized);
+    // Types of the optimized model's boundary outputs it no longer declares: the original's.
+    let fallback = match (b_opaque.is_empty(), original.graph.as_ref()) {
+        (false, Some(g)) => boundary::known_types(original, g),
+        _ => BTreeMap::new(),
+    };
+    let b_cut = match boundary::cut(optimized, &b_opaque, &fallback) {
         Ok(c) => c,
         Err(why) => return Ok((None, Checked::skipped(why, opaque))),
     };
@@ -241,7 +245,10 @@ pub fn compare_models_on(
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.run(feed))) {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err((inputs::progress(&order, &e), e.to_string())),
-            Err(_) => Err((-1, "the interpreter panicked running the original model".into())),
+            Err(_) => Err((
+                -1,
+                "the interpreter panicked running the original model".into(),
+            )),
         }
     };
     let (found, failure) = inputs::search_dims(
@@ -564,7 +571,9 @@ mod tests {
         let dims = BTreeMap::new();
         let tol = Tolerance::default();
         let original = custom("a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\ny = Relu(b)");
-        let check = |optimized: &ModelProto| compare_models_on(&original, optimized, &[], 3, &dims, tol).unwrap();
+        let check = |optimized: &ModelProto| {
+            compare_models_on(&original, optimized, &[], 3, &dims, tol).unwrap()
+        };
         let (m, c) = check(&original);
         assert_eq!(m, None);
         assert_eq!(c.random, 3);
@@ -579,7 +588,9 @@ mod tests {
         assert_eq!(check(&after).0.unwrap().output, "y");
         let other_attr = custom("a = Neg(x)\nb = com.x.Plugin <k = 3> (a)\ny = Relu(b)");
         assert_eq!(check(&other_attr).0.unwrap().output, "y");
-        let two = custom("a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\nc = com.x.Plugin <k = 2> (a)\ny = Add(b, c)");
+        let two = custom(
+            "a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\nc = com.x.Plugin <k = 2> (a)\ny = Add(b, c)",
+        );
         let merged = custom("a = Neg(x)\nb = com.x.Plugin <k = 2> (a)\ny = Add(b, b)");
         let (m, c) = compare_models_on(&two, &merged, &[], 3, &dims, tol).unwrap();
         assert_eq!(m, None);

@@ -56,12 +56,22 @@ fn cases() -> Vec<Case> {
     }
     // A Conv over an input of symbolic channels and spatial dims smaller than... anything:
     // C = the weight's input channels, H and W at least the kernel.
-    for (c, k, m) in [(3, 3, 2), (2, 2, 4), (4, 3, 1), (5, 1, 2), (3, 5, 2), (1, 3, 3)] {
+    for (c, k, m) in [
+        (3, 3, 2),
+        (2, 2, 4),
+        (4, 3, 1),
+        (5, 1, 2),
+        (3, 5, 2),
+        (1, 3, 3),
+    ] {
         out.push(model(
             &format!("conv_channels_{c}_k{k}_m{m}"),
             13,
             "(float[B, C, H, W] x) => (float[B, ?, ?, ?] y)",
-            &format!("float[{m}, {c}, {k}, {k}] w = {{{}}}", floats(m * c * k * k, c + k)),
+            &format!(
+                "float[{m}, {c}, {k}, {k}] w = {{{}}}",
+                floats(m * c * k * k, c + k)
+            ),
             "  c = Conv(x, w)\n  r = Relu(c)\n  y = Relu(r)",
         ));
     }
@@ -199,7 +209,10 @@ fn shape_constrained_models_are_checked_not_skipped() {
         let ones = onnx_ref::random_inputs(&m.to_proto(), 1, &Default::default());
         if let Ok(inputs) = ones {
             if plain.run(inputs).is_ok() {
-                failures.push(format!("{}: runs with every dim 1 (not a constraint)", case.name));
+                failures.push(format!(
+                    "{}: runs with every dim 1 (not a constraint)",
+                    case.name
+                ));
                 continue;
             }
         }

@@ -13,7 +13,10 @@ fn contrib_dir() -> PathBuf {
 }
 
 /// The stored sets of a model directory: inputs by name, outputs in order.
-fn data_sets(dir: &Path, model: &onnx_proto::ModelProto) -> Vec<(Vec<(String, Value)>, Vec<Value>)> {
+fn data_sets(
+    dir: &Path,
+    model: &onnx_proto::ModelProto,
+) -> Vec<(Vec<(String, Value)>, Vec<Value>)> {
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -49,7 +52,9 @@ fn check_model(name: &str, tol: Tolerance) -> onnx_opt::Report {
     let session = Session::new(&optimized).unwrap_or_else(|e| panic!("{name}: {e}"));
     let sets = data_sets(&dir, &model.to_proto());
     for (k, (inputs, expected)) in sets.into_iter().enumerate() {
-        let got = session.run(inputs).unwrap_or_else(|e| panic!("{name} set {k}: {e}"));
+        let got = session
+            .run(inputs)
+            .unwrap_or_else(|e| panic!("{name} set {k}: {e}"));
         assert_eq!(got.len(), expected.len(), "{name}");
         for ((out, g), e) in got.iter().zip(&expected) {
             if let Some(d) = compare_values(g, e, tol) {
@@ -98,6 +103,11 @@ fn custom_domain_op_is_checked_around() {
     assert_eq!(r.check_skipped, None);
     assert_eq!(r.check_trials, 3);
     assert_eq!(r.check_opaque, vec!["com.company::MyGelu".to_string()]);
-    assert!(r.nodes_after < r.nodes_before, "{} -> {}", r.nodes_before, r.nodes_after);
+    assert!(
+        r.nodes_after < r.nodes_before,
+        "{} -> {}",
+        r.nodes_before,
+        r.nodes_after
+    );
     assert_eq!(r.ops_after.get("com.company.MyGelu"), Some(&1));
 }

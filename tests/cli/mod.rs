@@ -265,7 +265,15 @@ fn check_data_proves_a_conversion_random_inputs_cannot() {
     let case = shared.join("onnx-backend/node/test_reshape_extended_dims");
     let m = case.join("model.onnx");
     let out = dir.path().join("out.onnx");
-    let o = onnx_opt(&[&"convert", &m, &"--opset", &"11", &"-o", &out, &"--require-check"]);
+    let o = onnx_opt(&[
+        &"convert",
+        &m,
+        &"--opset",
+        &"11",
+        &"-o",
+        &out,
+        &"--require-check",
+    ]);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("the check could not run: the original model fails on random inputs"),
@@ -280,7 +288,11 @@ fn check_data_proves_a_conversion_random_inputs_cannot() {
         "{}",
         stderr(&o)
     );
-    assert!(stdout(&o).contains("check: skipped, the result is unchecked"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("check: skipped, the result is unchecked"),
+        "{}",
+        stdout(&o)
+    );
     assert!(out.is_file());
     std::fs::remove_file(&out).unwrap();
     let o = onnx_opt(&[

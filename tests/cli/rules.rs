@@ -145,3 +145,40 @@ fn float_unsafe_rules_run_only_when_asked() {
     assert_eq!(nodes(&[]), 2, "x + 0 stays: not exact for x = -0");
     assert_eq!(nodes(&["--unsafe-rules"]), 1);
 }
+
+/// A rule whose sides use onnxruntime's contrib ops is checked against their schemas and proved
+/// with their kernels; a wrong one fails with its instance.
+#[test]
+fn rules_over_contrib_ops_are_proved() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("contrib.rules");
+    std::fs::write(
+        &good,
+        "# contrib.rules: rules over com.microsoft ops.\n\n\
+         # BiasGelu(x, b) == Gelu(x + b)\n\
+         rule bias_gelu_split:\n  com.microsoft::BiasGelu(x, b) => com.microsoft::Gelu(Add(x, b))\n\n\
+         # Gelu(x) == x * 0.5 * (1 + erf(x / sqrt(2)))\n\
+         rule ms_gelu_is_erf_gelu:\n  com.microsoft::Gelu(x) => Mul(Mul(x, 0.5), Add(Erf(Div(x, Sqrt(2.0))), 1.0))\n",
+    )
+    .unwrap();
+    let o = onnx_opt(&[&"rules", &"check", &good]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("2 rules: 2 passed, 0 failed"),
+        "{}",
+        stdout(&o)
+    );
+    let wrong = dir.path().join("wrong.rules");
+    std::fs::write(
+        &wrong,
+        "# wrong.rules\n\n# QuickGelu(x) == Gelu(x) (false)\nrule quick_is_gelu:\n  com.microsoft::QuickGelu(x) => com.microsoft::Gelu(x)\n",
+    )
+    .unwrap();
+    let o = onnx_opt(&[&"rules", &"check", &wrong]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("quick_is_gelu") && out.contains("FAIL"),
+        "{out}"
+    );
+}

@@ -33,8 +33,8 @@ mod type_str;
 pub use error::{Error, Result, SchemaId};
 pub use infer::{infer_graph, infer_node, InferError, InputInfo, OutputInfo, SymDim};
 pub use registry::{
-    normalize_domain, registry, try_registry, OpsetRange, ReleaseVersions, SchemaRegistry,
-    DEFAULT_DOMAIN,
+    normalize_domain, onnxruntime_extensions, registry, try_registry, OpsetRange, ReleaseVersions,
+    SchemaRegistry, DEFAULT_DOMAIN,
 };
 pub use schema::{
     AttributeSchema, FormalParameter, FunctionInstance, NodeDeterminism, OpSchema, ParamOption,

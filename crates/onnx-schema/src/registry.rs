@@ -46,9 +46,9 @@ pub struct ReleaseVersions {
 /// Every operator schema of every version, indexed by (domain, op type).
 ///
 /// Lookups treat "ai.onnx" as the default domain "". The embedded registry ([`registry`]) holds
-/// onnx's schemas and onnxruntime's own ([`OpSchema::origin`]): the `com.microsoft` contrib ops,
-/// and onnx-domain versions onnx lacks, such as onnxruntime's LayerNormalization-1, which an
-/// opset-13 LayerNormalization binds to while opset 17 and later bind onnx's.
+/// onnx's schemas and onnxruntime's `com.microsoft` contrib ops ([`OpSchema::origin`]);
+/// onnxruntime's versions of onnx-domain ops onnx lacks (its LayerNormalization-1) are apart, in
+/// [`onnxruntime_extensions`], so that an opset-13 LayerNormalization binds nothing here.
 ///
 /// # Example
 ///
@@ -65,8 +65,10 @@ pub struct ReleaseVersions {
 /// // onnxruntime's contrib ops, and its LayerNormalization below opset 17.
 /// let attention = reg.lookup("com.microsoft", "Attention", 1).unwrap();
 /// assert_eq!(attention.origin, SchemaOrigin::OnnxRuntime);
-/// assert!(reg.lookup("", "LayerNormalization", 13).unwrap().is_onnxruntime());
+/// assert!(reg.lookup("", "LayerNormalization", 13).is_none());
 /// assert!(!reg.lookup("", "LayerNormalization", 17).unwrap().is_onnxruntime());
+/// let ext = onnx_schema::onnxruntime_extensions();
+/// assert!(ext.lookup("", "LayerNormalization", 13).unwrap().is_onnxruntime());
 /// let versions: Vec<i64> = reg.versions("", "Softmax").iter().map(|s| s.since_version).collect();
 /// assert_eq!(versions, [1, 11, 13]);
 /// ```
@@ -290,17 +292,57 @@ impl SchemaRegistry {
     }
 }
 
-static REGISTRY: OnceLock<Result<SchemaRegistry>> = OnceLock::new();
+/// The embedded registries: onnx's with onnxruntime's own domains (`com.microsoft`), and
+/// onnxruntime's schemas in onnx's domains apart.
+static REGISTRY: OnceLock<Result<(SchemaRegistry, SchemaRegistry)>> = OnceLock::new();
 
-/// The embedded registry (onnx 1.23.2 and onnxruntime 1.31.1's own schemas), parsed on first
-/// use, or the parse error.
+/// Whether `domain` is one of onnxruntime's own (not one of onnx's).
+fn is_onnxruntime_domain(domain: &str) -> bool {
+    domain == "com.microsoft" || domain.starts_with("com.microsoft.")
+}
+
+fn load_embedded() -> Result<(SchemaRegistry, SchemaRegistry)> {
+    let onnx = SchemaRegistry::from_json(EMBEDDED_JSON)?;
+    let ort = SchemaRegistry::from_json(EMBEDDED_CONTRIB_JSON)?;
+    let split = |own: bool| -> Result<SchemaRegistry> {
+        let list = ort
+            .iter()
+            .filter(|s| is_onnxruntime_domain(&s.domain) == own)
+            .cloned()
+            .collect();
+        let opsets = ort
+            .opsets
+            .iter()
+            .filter(|(d, _)| is_onnxruntime_domain(d) == own)
+            .map(|(d, r)| (d.clone(), *r))
+            .collect();
+        SchemaRegistry::from_parts(
+            list,
+            opsets,
+            Vec::new(),
+            String::new(),
+            ort.onnxruntime_version.clone(),
+        )
+    };
+    Ok((onnx.merge(split(true)?)?, split(false)?))
+}
+
+/// The embedded registry (onnx 1.23.2, with onnxruntime 1.31.1's `com.microsoft` schemas),
+/// parsed on first use, or the parse error.
 pub fn try_registry() -> Result<&'static SchemaRegistry, &'static Error> {
-    REGISTRY
-        .get_or_init(|| {
-            SchemaRegistry::from_json(EMBEDDED_JSON)?
-                .merge(SchemaRegistry::from_json(EMBEDDED_CONTRIB_JSON)?)
-        })
-        .as_ref()
+    REGISTRY.get_or_init(load_embedded).as_ref().map(|(r, _)| r)
+}
+
+/// onnxruntime's own schemas in onnx's domains (LayerNormalization-1 and
+/// SimplifiedLayerNormalization-1 in the default domain, versions of ThresholdedRelu and
+/// MeanVarianceNormalization older than onnx's, ...): kept apart from [`registry`], so that
+/// nothing binds or builds them in place of onnx's ops. The checker accepts a node that only
+/// these describe, with a warning that it leans on onnxruntime's registry.
+pub fn onnxruntime_extensions() -> &'static SchemaRegistry {
+    match REGISTRY.get_or_init(load_embedded) {
+        Ok((_, ext)) => ext,
+        Err(err) => panic!("the embedded onnxruntime schema table is corrupt: {err}"),
+    }
 }
 
 /// The embedded registry (onnx 1.23.2 and onnxruntime 1.31.1's own schemas, see

@@ -142,7 +142,10 @@ pub(crate) fn infer_in_scope<'a>(
         let Some(&version) = opsets.get(domain) else {
             continue;
         };
-        let Some(schema) = registry().lookup(domain, op_type, version) else {
+        let Some(schema) = registry()
+            .lookup(domain, op_type, version)
+            .or_else(|| crate::onnxruntime_extensions().lookup(domain, op_type, version))
+        else {
             continue;
         };
         let outputs = {

@@ -26,6 +26,7 @@ fn infer(
     let opset = if domain.is_empty() { 13 } else { 1 };
     let schema = registry()
         .lookup(domain, op, opset)
+        .or_else(|| onnx_schema::onnxruntime_extensions().lookup(domain, op, opset))
         .unwrap_or_else(|| panic!("{domain}:{op} has no schema at opset {opset}"));
     assert!(schema.is_onnxruntime(), "{domain}:{op} is onnxruntime's");
     Ok(render_all(&infer_node(

@@ -127,7 +127,14 @@ impl SchemaChecker<'_> {
         if node.is_onnx_domain() && EXPERIMENTAL_OPS.contains(&&*node.op_type) {
             return;
         }
-        let Some(schema) = self.registry.lookup(&node.domain, &node.op_type, opset) else {
+        // onnx's schema, else onnxruntime's own in onnx's domain (warned about below).
+        let schema = self
+            .registry
+            .lookup(&node.domain, &node.op_type, opset)
+            .or_else(|| {
+                onnx_schema::onnxruntime_extensions().lookup(&node.domain, &node.op_type, opset)
+            });
+        let Some(schema) = schema else {
             if &*node.domain == ONNXRUNTIME_DOMAIN {
                 // onnxruntime's domain, an op its registry does not have: unchecked.
                 return;
