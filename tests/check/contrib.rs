@@ -12,11 +12,11 @@ fn contrib_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/contrib")
 }
 
-/// The stored sets of a model directory: inputs by name, outputs in order.
-fn data_sets(
-    dir: &Path,
-    model: &onnx_proto::ModelProto,
-) -> Vec<(Vec<(String, Value)>, Vec<Value>)> {
+/// One stored set: inputs by name, outputs in order.
+type DataSet = (Vec<(String, Value)>, Vec<Value>);
+
+/// The stored sets of a model directory.
+fn data_sets(dir: &Path, model: &onnx_proto::ModelProto) -> Vec<DataSet> {
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
