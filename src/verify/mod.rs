@@ -128,7 +128,7 @@ pub struct Checked {
 }
 
 impl Checked {
-    fn skipped(why: String, opaque: Vec<String>) -> Self {
+    fn not_run(why: String, opaque: Vec<String>) -> Self {
         Checked {
             skipped: Some(why),
             opaque,
@@ -164,7 +164,7 @@ pub fn compare_models_on(
         &BTreeMap::new(),
     ) {
         Ok(c) => c,
-        Err(why) => return Ok((None, Checked::skipped(why, Vec::new()))),
+        Err(why) => return Ok((None, Checked::not_run(why, Vec::new()))),
     };
     let opaque = a_cut.summary();
     let b_opaque = onnx_ref::opaque_nodes(optimized);
@@ -175,7 +175,7 @@ pub fn compare_models_on(
     };
     let b_cut = match boundary::cut(optimized, &b_opaque, &fallback) {
         Ok(c) => c,
-        Err(why) => return Ok((None, Checked::skipped(why, opaque))),
+        Err(why) => return Ok((None, Checked::not_run(why, opaque))),
     };
     // Weights are decoded when a run first reads them and dropped after their last read, and
     // models with large weights run one after the other: the check then holds one model's live
@@ -185,7 +185,7 @@ pub fn compare_models_on(
         Ok(a) => a,
         Err(e) => {
             let why = format!("the original model cannot run in the reference interpreter: {e}");
-            return Ok((None, Checked::skipped(why, opaque)));
+            return Ok((None, Checked::not_run(why, opaque)));
         }
     };
     let b = Session::with_lazy_weights(&b_cut.model).map_err(|source| VerifyError::Session {
