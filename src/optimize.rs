@@ -74,6 +74,16 @@ pub fn check_ir(path: &Path, model: &Model) -> Result<(), Error> {
     })
 }
 
+/// The checker's warnings about a model (a node that only onnxruntime's registry describes,
+/// such as LayerNormalization in the default domain below opset 17).
+pub fn checker_warnings(model: &Model) -> Vec<String> {
+    onnx_ir::check_model_report(model, &onnx_ir::CheckOptions::default())
+        .warnings
+        .iter()
+        .map(|w| w.to_string().replacen("warning: ", "", 1))
+        .collect()
+}
+
 /// Optimizes `input` into `output` with `optimizer`; tensors of at least `external_threshold`
 /// bytes go to external data (by default only when the input had external data). Nothing is
 /// written unless every step, the check included, succeeded.
@@ -105,6 +115,9 @@ pub fn optimize_file(
             })?;
     }
     check_ir(input, &model)?;
+    for w in checker_warnings(&model) {
+        eprintln!("warning: {}: {w}", input.display());
+    }
     // Rule files are parsed and checked before any work on the model.
     optimizer.phases()?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;

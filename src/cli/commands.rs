@@ -74,6 +74,9 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::Check { model } => {
             let loaded = onnx_opt::optimize::load_ir(&model)?;
             onnx_opt::optimize::check_ir(&model, &loaded.model)?;
+            for w in onnx_opt::optimize::checker_warnings(&loaded.model) {
+                eprintln!("warning: {}: {w}", model.display());
+            }
             println!("{}: ok", model.display());
             Ok(ExitCode::SUCCESS)
         }

@@ -328,3 +328,25 @@ fn check_data_proves_a_conversion_random_inputs_cannot() {
     assert!(stderr(&o).contains("no_such_dir"), "{}", stderr(&o));
     assert!(!out2.exists());
 }
+
+/// A model holding onnxruntime's LayerNormalization in the default domain at opset 13 (as its
+/// transformers optimizer writes GPT-2) loads with a warning, is optimized and checked.
+#[test]
+fn onnxruntime_layer_norm_below_17_loads_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/models/contrib/gpt2_ort_fused_opset13/model.onnx");
+    let out = dir.path().join("out.onnx");
+    let o = onnx_opt(&[&"check", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("onnxruntime"), "{}", stderr(&o));
+    let o = onnx_opt(&[&m, &"-o", &out, &"--require-check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning:"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("check: outputs equal on 3 random inputs"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(out.is_file());
+}
