@@ -329,31 +329,11 @@ pub(crate) fn search_dims(
     let spent = |runs: usize| runs >= MAX_RUNS || t0.elapsed() > budget;
     let mut tried: BTreeSet<BTreeMap<String, i64>> = BTreeSet::from([current.clone()]);
     'rounds: loop {
-        let mut sideways: Vec<(BTreeMap<String, i64>, String)> = Vec::new();
-        for trial in ordered_moves(&current, params, candidates, &why) {
-            if !tried.insert(trial.clone()) {
-                continue;
-            }
-            if spent(runs) {
-                return (current, Some(why));
-            }
-            runs += 1;
-            match run(&trial) {
-                Ok(()) => return (trial, None),
-                Err((progress, w)) if progress > best => {
-                    seen.insert((progress, normalized(&w)));
-                    (best, why, current) = (progress, w, trial);
-                    continue 'rounds;
-                }
-                Err((progress, w)) => {
-                    if progress == best && seen.insert((progress, normalized(&w))) {
-                        sideways.push((trial, w));
-                    }
-                }
-            }
-        }
-        for (side, side_why) in sideways {
-            for trial in ordered_moves(&side, params, candidates, &side_why) {
+        // The moves from the current dims, then (one level deep) from each sideways move.
+        let mut sources = vec![(current.clone(), why.clone())];
+        let mut i = 0;
+        while let Some((from, from_why)) = sources.get(i).cloned() {
+            for trial in ordered_moves(&from, params, candidates, &from_why) {
                 if !tried.insert(trial.clone()) {
                     continue;
                 }
@@ -368,9 +348,14 @@ pub(crate) fn search_dims(
                         (best, why, current) = (progress, w, trial);
                         continue 'rounds;
                     }
-                    Err(_) => {}
+                    Err((progress, w)) => {
+                        if i == 0 && progress == best && seen.insert((progress, normalized(&w))) {
+                            sources.push((trial, w));
+                        }
+                    }
                 }
             }
+            i += 1;
         }
         return (current, Some(why));
     }
