@@ -2,8 +2,8 @@
 //!
 //!     cargo run --release --example embed [-- MODEL [OUT]]
 
-use onnx_opt::prove::{render_verdicts, ProveOptions};
 use onnx_opt::{Optimizer, RustRule};
+use onnx_prove::{render_verdicts, ProveOptions};
 
 const MY_RULES: &str = "# My rules.
 
@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .rust_rule(neg_times_neg);
 
     let options = ProveOptions::default();
-    let verdicts = optimizer.prove_added_rules(&options)?;
+    let verdicts = onnx_prove::prove_added_rules(&optimizer, &options)?;
     print!("{}", render_verdicts(&verdicts, &options));
     if !verdicts.iter().all(|v| v.passed(&options)) {
         return Err("a rule failed its proof".into());

@@ -1,5 +1,5 @@
 //! Long-run differential fuzzing of the optimizer: generates random models from the operator
-//! schemas, optimizes each with every campaign configuration (`onnx_opt::fuzz::campaign`) and
+//! schemas, optimizes each with every campaign configuration (`onnx_prove::fuzz::campaign`) and
 //! checks the result with the oracle; prints the counts, the acceptance rate and the op
 //! coverage, and writes each failing model as `NAME.onnxtxt` (a comment header says the seed,
 //! the configuration and the failed check).
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use onnx_opt::fuzz::{
+use onnx_prove::fuzz::{
     campaign, check_case, default_domain_ops, generate_case, minimize, model_opset, Coverage,
     FuzzCase, GenOptions, Generated, Verdict,
 };

@@ -45,31 +45,40 @@
 
 use std::path::{Path, PathBuf};
 
-pub mod expand;
-pub mod functions;
-pub mod fuzz;
-pub mod if_const;
-pub mod info;
-pub mod inline;
+mod files;
+mod info;
 mod model;
-pub mod optimize;
 mod optimizer;
-pub mod pipeline;
-pub mod prove;
-pub mod rules;
-pub mod run;
+mod passes;
+mod pipeline;
+mod rules;
+mod run;
 mod rust_rule;
-pub mod sibling_conv;
-pub mod sibling_matmul;
 pub mod testing;
-pub mod verify;
+mod verify;
 
+pub use files::{
+    check_ir, checker_warnings, load_ir, optimize_file, render_table, Loaded, Outcome,
+};
+pub use info::{elem_type_name, type_to_string, ModelInfo};
 pub use model::{is_text_model, load_proto, save_proto};
 /// What a Rust rule's guard and right side see and build with.
 pub use onnx_egraph::{RustMatch, RustOp, RustRhs, Val};
 pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
-pub use pipeline::Pipeline;
+pub use passes::{pass_names, pass_table, PassRun, PassRuns, PassSpec};
+pub use pipeline::{CostChoice, PhaseSpec, Pipeline, BUILTIN_PIPELINES};
+pub use rules::{
+    load_rule_files, load_rule_set, read_rule_file, rule_phases, RuleSelection, BUILTIN_RULE_FILES,
+    VERSION_RULE_FILES,
+};
+pub use run::{
+    npy, read_data_sets, read_value, render_profile, run_file, OutputSummary, RunConfig, RunOutcome,
+};
 pub use rust_rule::RustRule;
+pub use verify::{
+    compare_models, compare_models_on, compare_values, Checked, InputSet, Mismatch, Tolerance,
+    VerifyError,
+};
 
 /// The e-graph library, for raw rewrites (the escape hatch below the rule language).
 pub use egg;
@@ -128,6 +137,15 @@ pub enum Error {
         #[source]
         source: onnx_egraph::EGraphError,
     },
+    /// A pass made a model the checker accepted fail it (with pass validation on:
+    /// [`Optimizer::validate_passes`]).
+    #[error("pass '{pass}' broke the model (the checker accepted it before):\n  {}", errors.join("\n  "))]
+    PassBrokeModel {
+        /// The pass.
+        pass: String,
+        /// What the checker found.
+        errors: Vec<String>,
+    },
     /// The differential check found a difference; nothing was written.
     #[error("check failed, nothing written: {0}")]
     Mismatch(Box<MismatchReport>),
@@ -173,7 +191,7 @@ pub enum Error {
 /// Loads a model file, binary (`.onnx`, external data mapped in) or text (the ONNX text
 /// syntax, told apart by its `.onnxtxt`/`.txt` extension or its leading `<`).
 pub fn load(path: impl AsRef<Path>) -> Result<Model, Error> {
-    Ok(optimize::load_ir(path.as_ref())?.model)
+    Ok(files::load_ir(path.as_ref())?.model)
 }
 
 /// Decodes a model from bytes, binary or text. External data is not resolved (there is no
@@ -219,7 +237,7 @@ pub fn to_text(model: &Model) -> String {
 /// leaves a half-written file; past protobuf's 2 GiB limit, tensors move to external data.
 pub fn save(model: &Model, path: impl AsRef<Path>) -> Result<(), Error> {
     let path = path.as_ref();
-    optimize::check_ir(path, model)?;
+    files::check_ir(path, model)?;
     model::save_proto(
         &model.to_proto(),
         None,

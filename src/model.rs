@@ -33,7 +33,7 @@ pub fn parse_text_model(text: &str, origin: &Path) -> Result<ModelProto, Error> 
 }
 
 /// Loads a model file in either form. A binary file is memory-mapped (its external data stays
-/// external until [`crate::optimize::load_ir`] maps it in); a text file is parsed.
+/// external until [`crate::files::load_ir`] maps it in); a text file is parsed.
 pub fn load_proto(path: &Path) -> Result<LoadedModel, Error> {
     let head = read_head(path)?;
     if !is_text_model(path, &head) {

@@ -14,6 +14,7 @@ use onnx_egraph::{CostKind, FoldOptions, OptimizeOptions, OptimizeReport, Phase,
 use onnx_ir::Model;
 
 use crate::info::ModelInfo;
+use crate::passes::{run_passes, PassContext, PassRuns};
 use crate::pipeline::{Extra, Pipeline};
 use crate::verify::{compare_models_on, Checked, InputSet, Mismatch, Tolerance};
 use crate::Error;
@@ -49,6 +50,8 @@ pub struct Optimizer {
     tolerance: Tolerance,
     /// A check that cannot run is an error, not a warning.
     require_check: bool,
+    /// Run the checker after every pass.
+    validate_passes: bool,
 }
 
 impl Default for Optimizer {
@@ -99,21 +102,9 @@ pub struct Report {
     /// Dims of the random inputs that the check chose so that the original runs (those not
     /// left at 1 nor set by the user).
     pub check_dims: BTreeMap<String, i64>,
-    /// Calls of model-local functions inlined before converting to another opset.
-    pub inlined_calls: usize,
-    /// Model-local functions removed after inlining (no call left).
-    pub inlined_functions: usize,
-    /// Model-local functions whose bodies were converted in place to the target opset.
-    pub functions_converted: usize,
-    /// Nodes of ops the target lacks replaced by their schema's function body.
-    pub expanded_bodies: usize,
-    /// If nodes with a constant condition replaced by the branch they take.
-    pub spliced_ifs: usize,
-    /// MatMul nodes removed by merging MatMuls that share their input (`sibling_matmul.rs`).
-    pub merged_matmuls: usize,
-    /// Conv nodes removed by merging Convs that share their input and attributes
-    /// (`sibling_conv.rs`).
-    pub merged_convs: usize,
+    /// Each pass of the pipeline, in order, with what it changed (`"splice-constant-ifs" ->
+    /// {"spliced_ifs": 2}`); in `--report`, a map from pass name to its run.
+    pub passes: crate::passes::PassRuns,
     /// Milliseconds spent optimizing (check excluded).
     pub optimize_ms: f64,
     /// The cost model's latency estimate of the main graph's operators before and after, in
@@ -125,15 +116,6 @@ pub struct Report {
     pub check_ms: f64,
     /// The e-graph's report: phases, firings per rule, refusals, folding.
     pub egraph: OptimizeReport,
-}
-
-/// What preparing a conversion did (see `Optimizer::prepare_conversion`).
-#[derive(Default)]
-struct Prepared {
-    model: Option<Model>,
-    expanded: usize,
-    inlined: crate::inline::Inlined,
-    in_place: crate::functions::InPlace,
 }
 
 impl Optimizer {
@@ -149,6 +131,8 @@ impl Optimizer {
             check_data: Vec::new(),
             check_data_dirs: Vec::new(),
             require_check: false,
+            validate_passes: cfg!(debug_assertions)
+                || std::env::var_os("ONNX_OPT_VALIDATE_PASSES").is_some_and(|v| v != "0"),
             dims: BTreeMap::new(),
             tolerance: Tolerance::default(),
         }
@@ -191,12 +175,9 @@ impl Optimizer {
         self
     }
 
-    /// Proves the rules added to this optimizer (text and Rust; not the built-in ones, which
-    /// `onnx-opt rules check` proves) on random instances in the reference interpreter.
-    pub fn prove_added_rules(
-        &self,
-        options: &crate::prove::ProveOptions,
-    ) -> Result<Vec<crate::prove::RuleVerdict>, Error> {
+    /// The rules added to this optimizer (text and Rust; not the built-in ones), parsed and
+    /// checked against the schemas, as one set (what `onnx_prove::prove_added_rules` proves).
+    pub fn added_rules(&self) -> Result<Arc<RuleSet>, Error> {
         let added = Pipeline {
             phases: vec![crate::pipeline::PhaseSpec {
                 name: "added".into(),
@@ -210,8 +191,9 @@ impl Optimizer {
         };
         let phases = added.phases(&self.extra)?;
         Ok(phases
-            .first()
-            .map(|p| crate::prove::prove_rule_set(&p.rules, options))
+            .into_iter()
+            .next()
+            .map(|p| p.rules)
             .unwrap_or_default())
     }
 
@@ -257,6 +239,14 @@ impl Optimizer {
     /// model cannot run in the interpreter, or fails on every input the search tried).
     pub fn require_check(mut self, require: bool) -> Self {
         self.require_check = require;
+        self
+    }
+
+    /// Runs the checker after every pass, and makes a pass that breaks a model the checker
+    /// accepted an [`Error::PassBrokeModel`] naming it. On by default in debug builds and when
+    /// the environment sets `ONNX_OPT_VALIDATE_PASSES=1` (the tests do).
+    pub fn validate_passes(mut self, on: bool) -> Self {
+        self.validate_passes = on;
         self
     }
 
@@ -321,89 +311,19 @@ impl Optimizer {
         }
     }
 
-    /// Optimizes a model (its main graph and every subgraph), then checks the result against
-    /// the original in the reference interpreter unless the check is off. A difference is an
-    /// [`Error::Mismatch`] naming the first output that differs and the rule that broke it.
+    /// Optimizes a model (its main graph and every subgraph) by the pipeline's passes, then
+    /// checks the result against the original in the reference interpreter unless the check is
+    /// off. A difference is an [`Error::Mismatch`] naming the first output that differs and the
+    /// rule that broke it.
     pub fn optimize(&self, model: &Model) -> Result<Optimized, Error> {
         let origin = crate::model_origin(model);
         let phases = self.phases()?;
         let original = model.to_proto();
-        let prepared = self.prepare_conversion(model, &original, &origin)?;
-        let (expanded, inlined, in_place) =
-            (prepared.expanded, prepared.inlined, prepared.in_place);
-        let source_opset = model.opset_version("");
-        let model = prepared.model.as_ref().unwrap_or(model);
         let before = ModelInfo::of(&original);
         let t1 = std::time::Instant::now();
-        // Up to a later opset: converted first (the version phase alone), then optimized at
-        // the target below, where the rules see the target's ops (a fusion into
-        // LayerNormalization needs the pattern before other rules rewrote it).
-        let up = matches!((source_opset, self.target_opset), (Some(s), Some(t)) if t > s)
-            && !self.extra.no_builtin;
-        let first: &[Phase] = match up {
-            true => &phases[phases.len() - 1..],
-            false => &phases,
-        };
-        let (mut optimized, mut egraph) = self.run_phases(model, first, None, &origin)?;
-        // An If whose condition folded to a constant: its branch is spliced in and the model
-        // optimized again (at most a few rounds; each removes at least one If). A conversion
-        // does so where it wrote function bodies (some pick a case by an If).
-        let mut spliced_ifs = 0;
-        if !self.pipeline.phases.is_empty() || expanded > 0 {
-            for _ in 0..4 {
-                let mut p = optimized.to_proto();
-                let n = crate::if_const::splice_constant_ifs(&mut p);
-                if n == 0 {
-                    break;
-                }
-                spliced_ifs += n;
-                let m = Model::from_proto(p).map_err(|source| Error::Ir {
-                    path: origin.clone().into(),
-                    source,
-                })?;
-                let (o, again) = self.run_phases(&m, &phases, None, &origin)?;
-                optimized = o;
-                egraph = merge_runs(egraph, again);
-            }
-        }
-        // Converted up: optimized again at the target, where the pipeline's rules (or, for a
-        // conversion alone, the fusions into ops the source opset lacks) see the target's ops.
-        if let (true, Some(s), Some(t)) = (up, source_opset, self.target_opset) {
-            let again = match self.pipeline.phases.is_empty() {
-                false => self.pipeline.phases(&self.extra)?,
-                true => crate::rules::upward_fusion_phase(s, t)?
-                    .into_iter()
-                    .collect(),
-            };
-            if !again.is_empty() {
-                let (o, report) = self.run_phases(&optimized, &again, None, &origin)?;
-                optimized = o;
-                egraph = merge_runs(egraph, report);
-            }
-        }
-        // Sibling MatMuls over one input merged into one MatMul and a Split (a pass over the
-        // extracted graph: see `sibling_matmul.rs`), where a pipeline optimizes.
-        let mut proto = optimized.to_proto();
-        let mut merged_matmuls = 0;
-        let mut merged_convs = 0;
-        if !self.pipeline.phases.is_empty() {
-            merged_matmuls = crate::sibling_matmul::merge_sibling_matmuls(&mut proto);
-            // Likewise sibling Convs (`sibling_conv.rs`), under the node-count cost model only:
-            // the Split keeps onnxruntime's NCHWc layout from spanning the merged Conv's
-            // readers (reorders around it made light_inception_v1 1.5 to 4% slower with its
-            // optimizations on, 1.4 to 4% faster with them off).
-            let cost = self.cost.unwrap_or_else(|| self.pipeline.cost.into());
-            if cost == CostKind::NodeCount {
-                merged_convs = crate::sibling_conv::merge_sibling_convs(&mut proto);
-            }
-            if merged_matmuls + merged_convs > 0 {
-                optimized = Model::from_proto(proto.clone()).map_err(|source| Error::Ir {
-                    path: origin.clone().into(),
-                    source,
-                })?;
-            }
-        }
+        let (optimized, egraph, passes) = self.run_pipeline(model, &phases, None, &origin)?;
         let optimize_ms = t1.elapsed().as_secs_f64() * 1e3;
+        let proto = optimized.to_proto();
         let t2 = std::time::Instant::now();
         let mut checked = Checked::default();
         let mut data = self.check_data.clone();
@@ -444,13 +364,7 @@ impl Optimizer {
                 check_skipped: checked.skipped,
                 check_opaque: checked.opaque,
                 check_dims: checked.dims,
-                inlined_calls: inlined.calls,
-                inlined_functions: inlined.functions,
-                functions_converted: in_place.functions,
-                expanded_bodies: expanded,
-                spliced_ifs,
-                merged_matmuls,
-                merged_convs,
+                passes,
                 optimize_ms,
                 estimate_before: egraph.main.estimate_before,
                 estimate_after: egraph.main.estimate_after,
@@ -460,113 +374,102 @@ impl Optimizer {
         })
     }
 
-    /// Prepares a conversion to another opset: ops the target lacks written as their schema's
-    /// body (`expand.rs`; bodies that do not pass type inference are not used, and the
-    /// conversion then refuses those nodes by name), then model-local functions converted in
-    /// place where their calls type them (`functions.rs`), else inlined (`inline.rs`).
-    /// `model` is `None` when nothing changed.
-    fn prepare_conversion(
+    /// Runs the pipeline's passes (only the rules in `keep`, when given).
+    fn run_pipeline(
         &self,
         model: &Model,
-        original: &onnx_proto::ModelProto,
+        phases: &[Phase],
+        keep: Option<&BTreeSet<String>>,
         origin: &str,
-    ) -> Result<Prepared, Error> {
-        let mut out = Prepared::default();
-        let (Some(t), Some(source)) = (self.target_opset, model.opset_version("")) else {
-            return Ok(out);
+    ) -> Result<(Model, OptimizeReport, PassRuns), Error> {
+        let mut cx = PassContext {
+            optimizer: self,
+            phases,
+            keep,
+            origin,
+            source_opset: model.opset_version(""),
+            egraph: None,
+            runs: PassRuns::default(),
         };
-        if source == t {
-            return Ok(out);
-        }
-        let unsupported = |msg: String| Error::Optimize {
-            path: origin.into(),
-            source: onnx_egraph::EGraphError::Unsupported(msg),
+        let out = run_passes(
+            model,
+            &self.pipeline.pass_list(),
+            &mut cx,
+            self.validate_passes,
+        )?;
+        Ok((out, cx.egraph.unwrap_or_default(), cx.runs))
+    }
+
+    /// Runs one pass (by its pipeline name) on a model, with this optimizer's settings; returns
+    /// the model after it and what it changed. For tests and tools that look at one pass.
+    ///
+    /// ```
+    /// let model = onnx_opt::parse_text(
+    ///     r#"<ir_version: 8, opset_import: ["" : 13]>
+    ///        g (float[2, 3] x) => (float[2, 3] y) { t = Identity(x)  y = Relu(t) }"#,
+    /// )?;
+    /// let (out, run) = onnx_opt::Optimizer::new().run_pass("saturate", &model)?;
+    /// assert_eq!(out.graph.order.len(), 1);
+    /// assert!(run.ran);
+    /// # Ok::<(), onnx_opt::Error>(())
+    /// ```
+    pub fn run_pass(&self, name: &str, model: &Model) -> Result<(Model, crate::PassRun), Error> {
+        let origin = crate::model_origin(model);
+        let phases = self.phases()?;
+        let mut cx = PassContext {
+            optimizer: self,
+            phases: &phases,
+            keep: None,
+            origin: &origin,
+            source_opset: model.opset_version(""),
+            egraph: None,
+            runs: PassRuns::default(),
         };
-        let ir = |p: onnx_proto::ModelProto| {
-            Model::from_proto(p).map_err(|source| Error::Ir {
+        let spec = crate::PassSpec::named(name);
+        let out = run_passes(model, &[spec], &mut cx, self.validate_passes)?;
+        let run = cx.runs.0.pop().ok_or_else(|| Error::Pipeline {
+            origin,
+            message: format!("no pass named '{name}'"),
+        })?;
+        Ok((out, run))
+    }
+
+    /// The default-domain opset a conversion targets.
+    pub(crate) fn target(&self) -> Option<i64> {
+        self.target_opset
+    }
+
+    /// Whether the built-in rules run (the version phase is one of them).
+    pub(crate) fn uses_builtin_rules(&self) -> bool {
+        !self.extra.no_builtin
+    }
+
+    /// The pipeline's own phases (without the version phase), rules parsed and checked.
+    pub(crate) fn pipeline_phases(&self) -> Result<Vec<Phase>, Error> {
+        self.pipeline.phases(&self.extra)
+    }
+
+    /// The extraction cost model in effect.
+    pub(crate) fn cost_kind(&self) -> CostKind {
+        self.cost.unwrap_or_else(|| self.pipeline.cost.into())
+    }
+
+    /// Folds a model at its own opset: lift, fold, extract, no rule.
+    pub(crate) fn fold_only(&self, model: &Model, origin: &str) -> Result<Model, Error> {
+        let options = OptimizeOptions {
+            target_opset: None,
+            ..self.options(Vec::new())
+        };
+        onnx_egraph::optimize_model(model, options)
+            .map(|(m, _)| m)
+            .map_err(|source| Error::Optimize {
                 path: origin.into(),
                 source,
             })
-        };
-        let (proto, n) = crate::expand::expand_for_target(original, t).map_err(unsupported)?;
-        let infers = |p: &onnx_proto::ModelProto| {
-            let opsets = onnx_schema::infer::opset_imports(&p.opset_import);
-            p.graph
-                .as_ref()
-                .is_some_and(|g| onnx_schema::infer::infer_graph(g, &opsets).is_ok())
-        };
-        let mut current = original.clone();
-        if n > 0 && (infers(&proto) || !infers(original)) {
-            out.expanded = n;
-            let m = self.fold_constant_ifs(proto, origin)?;
-            current = m.to_proto();
-            out.model = Some(m);
-        }
-        if current.functions.is_empty() {
-            return Ok(out);
-        }
-        let unit = |m: &onnx_proto::ModelProto| -> Result<onnx_proto::ModelProto, String> {
-            let m = Model::from_proto(m.clone()).map_err(|e| e.to_string())?;
-            let done = Optimizer::converter(t).check(0).optimize(&m).map_err(|e| {
-                let mut msg = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(x) = src {
-                    msg.push_str(&format!(": {x}"));
-                    src = x.source();
-                }
-                msg
-            })?;
-            Ok(done.model.to_proto())
-        };
-        match crate::functions::convert_in_place(&current, t, &unit).map_err(unsupported)? {
-            Some((proto, done)) => {
-                out.in_place = done;
-                out.model = Some(ir(proto)?);
-            }
-            None => {
-                let (proto, done) =
-                    crate::inline::inline_local_functions(&current).map_err(unsupported)?;
-                out.inlined = done;
-                out.model = Some(ir(proto)?);
-            }
-        }
-        Ok(out)
     }
 
-    /// A model with written-out function bodies, folded at its own opset and with each If of
-    /// a constant condition replaced by its branch (a body such as AffineGrid's picks its rank
-    /// by an If), so the conversion after sees typed values.
-    fn fold_constant_ifs(
-        &self,
-        mut proto: onnx_proto::ModelProto,
-        origin: &str,
-    ) -> Result<Model, Error> {
-        let ir = |p: onnx_proto::ModelProto| {
-            Model::from_proto(p).map_err(|source| Error::Ir {
-                path: origin.into(),
-                source,
-            })
-        };
-        for _ in 0..4 {
-            let options = OptimizeOptions {
-                target_opset: None,
-                ..self.options(Vec::new())
-            };
-            let folded = onnx_egraph::optimize_model(&ir(proto.clone())?, options)
-                .map_err(|source| Error::Optimize {
-                    path: origin.into(),
-                    source,
-                })?
-                .0;
-            proto = folded.to_proto();
-            if crate::if_const::splice_constant_ifs(&mut proto) == 0 {
-                break;
-            }
-        }
-        ir(proto)
-    }
-
-    fn run_phases(
+    /// Saturation phases on a model (only the rules in `keep`, when given).
+    pub(crate) fn run_phases(
         &self,
         model: &Model,
         phases: &[Phase],
@@ -618,8 +521,8 @@ impl Optimizer {
         }
         let broken = |k: usize| -> bool {
             let keep: BTreeSet<String> = order[..k].iter().cloned().collect();
-            match self.run_phases(model, phases, Some(&keep), origin) {
-                Ok((m, _)) => matches!(
+            match self.run_pipeline(model, phases, Some(&keep), origin) {
+                Ok((m, _, _)) => matches!(
                     self.differs(original, &m.to_proto(), data),
                     Ok((Some(_), _))
                 ),
@@ -694,26 +597,4 @@ fn restrict(p: &Phase, keep: Option<&BTreeSet<String>>) -> Phase {
     q.match_limit = p.match_limit;
     q.target_opset = p.target_opset;
     q
-}
-
-/// The report of two optimizations of one model, the second on the first's result: the input's
-/// figures come from the first, the phases of both in order, everything else from the second.
-fn merge_runs(first: OptimizeReport, second: OptimizeReport) -> OptimizeReport {
-    let mut out = second;
-    let mut phases = first.main.phases;
-    phases.append(&mut out.main.phases);
-    out.main.phases = phases;
-    out.main.nodes_before = first.main.nodes_before;
-    out.main.estimate_before = first.main.estimate_before;
-    out.main.lift_seconds += first.main.lift_seconds;
-    out.main.saturate_seconds += first.main.saturate_seconds;
-    out.main.extract_seconds += first.main.extract_seconds;
-    out.subgraphs += first.subgraphs;
-    for (rule, n) in first.subgraph_firings {
-        *out.subgraph_firings.entry(rule).or_default() += n;
-    }
-    let mut refusals = first.subgraph_refusals;
-    refusals.append(&mut out.subgraph_refusals);
-    out.subgraph_refusals = refusals;
-    out
 }

@@ -1,5 +1,6 @@
-//! Pipelines as data: an ordered list of saturation phases, each with its rules (rule files and
-//! labels) and its limits, plus the cost model and the folding budget. The built-in pipelines
+//! Pipelines as data: the passes that run, in order (`[[pass]]`, see `crate::passes`), the
+//! saturation phases the `saturate` passes run, each with its rules (rule files and labels) and
+//! its limits, plus the cost model and the folding budget. The built-in pipelines
 //! live beside the rules (`rules/pipelines/*.toml`, embedded in the binary); a user's pipeline
 //! is a file in the same format:
 //!
@@ -8,6 +9,13 @@
 //! cost = "latency"          # or "nodes"
 //! fold = true               # fold constants
 //! fold_unbounded = false    # fold regardless of result size
+//!
+//! [[pass]]                  # absent: every pass (`onnx-opt pipelines` lists them)
+//! name = "saturate"
+//!
+//! [[pass]]
+//! name = "splice-constant-ifs"
+//! if_changed = "saturate"   # run only when that earlier pass changed the model
 //!
 //! [[phase]]
 //! name = "cleanup"
@@ -27,7 +35,8 @@ use std::time::Duration;
 use onnx_egraph::{CostKind, FoldOptions, Phase, RuleSet};
 use onnx_rules::ir::RuleFile;
 
-use crate::rules::BUILTIN;
+use crate::passes::{pass_names, PassSpec};
+use crate::rules::BUILTIN_RULE_FILES;
 use crate::Error;
 
 /// The built-in pipelines: (name, TOML text).
@@ -81,7 +90,10 @@ pub struct Pipeline {
     /// constant inputs together, or 1 KiB).
     #[serde(default)]
     pub fold_unbounded: bool,
-    /// The phases, in order.
+    /// The passes, in order (`[[pass]]`); absent: [`Pipeline::pass_list`]'s default.
+    #[serde(rename = "pass", default, skip_serializing_if = "Vec::is_empty")]
+    pub passes: Vec<PassSpec>,
+    /// The saturation phases the `saturate` passes run, in order.
     #[serde(rename = "phase", default)]
     pub phases: Vec<PhaseSpec>,
     /// The directory relative rule-file paths resolve against.
@@ -192,11 +204,51 @@ impl Pipeline {
         }
     }
 
+    /// The passes that run, in order: the `[[pass]]` list, or when the file has none, every
+    /// pass (`expand-bodies`, `convert-functions`, `saturate`, `splice-constant-ifs`,
+    /// `saturate-at-target`, `merge-sibling-matmuls`, `merge-sibling-convs`) for a pipeline with
+    /// phases, and for one without (conversion only) the first five, with
+    /// `splice-constant-ifs` only after `expand-bodies` wrote a body.
+    pub fn pass_list(&self) -> Vec<PassSpec> {
+        if !self.passes.is_empty() {
+            return self.passes.clone();
+        }
+        let all = pass_names();
+        match self.phases.is_empty() {
+            false => all.iter().map(|n| PassSpec::named(n)).collect(),
+            true => all[..5]
+                .iter()
+                .map(|&n| PassSpec {
+                    name: n.to_string(),
+                    if_changed: (n == "splice-constant-ifs").then(|| "expand-bodies".to_string()),
+                })
+                .collect(),
+        }
+    }
+
     fn validate(&self, origin: &str) -> Result<(), Error> {
         let bad = |message: String| Error::Pipeline {
             origin: origin.to_string(),
             message,
         };
+        let known = pass_names();
+        for (i, p) in self.passes.iter().enumerate() {
+            if !known.contains(&p.name.as_str()) {
+                return Err(bad(format!(
+                    "no pass named '{}' (there are: {})",
+                    p.name,
+                    known.join(", ")
+                )));
+            }
+            if let Some(before) = &p.if_changed {
+                if !self.passes[..i].iter().any(|q| &q.name == before) {
+                    return Err(bad(format!(
+                        "pass '{}': if_changed names '{before}', which is not an earlier pass",
+                        p.name
+                    )));
+                }
+            }
+        }
         let mut names = std::collections::BTreeSet::new();
         for ph in &self.phases {
             if !names.insert(ph.name.as_str()) {
@@ -220,7 +272,7 @@ impl Pipeline {
                         return Err(bad(format!(
                             "phase '{}': no built-in rule file '{stem}' (there are: {})",
                             ph.name,
-                            BUILTIN
+                            BUILTIN_RULE_FILES
                                 .iter()
                                 .map(|(p, _)| stem_of(p))
                                 .collect::<Vec<_>>()
@@ -262,7 +314,10 @@ impl Pipeline {
 
     fn resolve(&self, r: &str) -> Vec<Source> {
         if r == "builtin" {
-            BUILTIN.iter().map(|(p, _)| Source::Builtin(p)).collect()
+            BUILTIN_RULE_FILES
+                .iter()
+                .map(|(p, _)| Source::Builtin(p))
+                .collect()
         } else if let Some(stem) = r.strip_prefix("builtin:") {
             builtin_file(stem)
                 .map(Source::Builtin)
@@ -290,7 +345,10 @@ impl Pipeline {
             match s {
                 Source::Builtin(_) if extra.no_builtin => continue,
                 Source::Builtin(p) => {
-                    let text = BUILTIN.iter().find(|(q, _)| q == p).map(|(_, t)| *t);
+                    let text = BUILTIN_RULE_FILES
+                        .iter()
+                        .find(|(q, _)| q == p)
+                        .map(|(_, t)| *t);
                     sources.push((p.to_string(), text.unwrap_or_default().to_string()));
                 }
                 Source::File(f) => {
@@ -343,6 +401,15 @@ impl Pipeline {
                 ""
             }
         ));
+        let passes: Vec<String> = self
+            .pass_list()
+            .iter()
+            .map(|p| match &p.if_changed {
+                Some(before) => format!("{} (if {before} changed the model)", p.name),
+                None => p.name.clone(),
+            })
+            .collect();
+        s.push_str(&format!("  passes: {}\n", passes.join(", ")));
         for ph in &self.phases {
             s.push_str(&format!(
                 "  phase {}: rules {}{}; limits {} iterations, {} e-nodes, {} s\n",
@@ -422,7 +489,10 @@ fn stem_of(path: &str) -> &str {
 }
 
 fn builtin_file(stem: &str) -> Option<&'static str> {
-    BUILTIN.iter().map(|(p, _)| *p).find(|p| stem_of(p) == stem)
+    BUILTIN_RULE_FILES
+        .iter()
+        .map(|(p, _)| *p)
+        .find(|p| stem_of(p) == stem)
 }
 
 fn add_labelled(set: &mut RuleSet, file: &RuleFile, labels: &[String]) {

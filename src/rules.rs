@@ -11,7 +11,7 @@ use onnx_rules::CheckOptions;
 use crate::Error;
 
 /// The built-in rule files: (path in the repository, text).
-pub const BUILTIN: &[(&str, &str)] = &[
+pub const BUILTIN_RULE_FILES: &[(&str, &str)] = &[
     (
         "rules/cleanup.rules",
         include_str!("../rules/cleanup.rules"),
@@ -36,7 +36,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// such as an operator written with the older operators of its function body. They run in a
 /// phase of their own when a target opset is set, after the pipeline's phases, and the target's
 /// extraction keeps them only where the op is not legal at the target.
-pub const VERSION: &[(&str, &str)] = &[
+pub const VERSION_RULE_FILES: &[(&str, &str)] = &[
     (
         "rules/version/decompose.rules",
         include_str!("../rules/version/decompose.rules"),
@@ -60,20 +60,20 @@ pub struct RuleSelection {
     pub files: Vec<PathBuf>,
     /// Run rules tagged `unsafe` (float-unsafe) too.
     pub float_unsafe: bool,
-    /// With the built-in files, the version rules too ([`VERSION`]).
+    /// With the built-in files, the version rules too ([`VERSION_RULE_FILES`]).
     pub version: bool,
 }
 
 /// Parses and checks the built-in files and the user's; every error of every file is
 /// reported (the error's text is the rendering of all of them).
-pub fn load_files(sel: &RuleSelection) -> Result<Vec<RuleFile>, Error> {
+pub fn load_rule_files(sel: &RuleSelection) -> Result<Vec<RuleFile>, Error> {
     let mut sources: Vec<(String, String)> = Vec::new();
     if !sel.no_builtin {
-        for (p, t) in BUILTIN {
+        for (p, t) in BUILTIN_RULE_FILES {
             sources.push((p.to_string(), t.to_string()));
         }
         if sel.version {
-            for (p, t) in VERSION {
+            for (p, t) in VERSION_RULE_FILES {
                 sources.push((p.to_string(), t.to_string()));
             }
         }
@@ -140,7 +140,7 @@ fn parse_uncached(sources: &[(String, String)]) -> Result<Vec<RuleFile>, Error> 
 
 /// The phase of the version rules, run after a pipeline's phases when a target opset is set.
 pub fn version_phase() -> Result<onnx_egraph::Phase, Error> {
-    let sources: Vec<(String, String)> = VERSION
+    let sources: Vec<(String, String)> = VERSION_RULE_FILES
         .iter()
         .map(|(p, t)| (p.to_string(), t.to_string()))
         .collect();
@@ -168,7 +168,7 @@ pub fn upward_fusion_phase(source: i64, target: i64) -> Result<Option<onnx_egrap
     let introduced = |op: &str| reg.versions("", op).iter().map(|s| s.since_version).min();
     let mut set = RuleSet::new();
     let mut any = false;
-    for mut f in load_files(&RuleSelection::default())? {
+    for mut f in load_rule_files(&RuleSelection::default())? {
         f.rules.retain(|r| {
             let fused = r.tags.labels.iter().any(|l| l == "fusion") && !r.tags.float_unsafe;
             let root = r.rhs_terms().first().map(|&t| r.term(t));
@@ -197,9 +197,15 @@ pub fn upward_fusion_phase(source: i64, target: i64) -> Result<Option<onnx_egrap
 /// The rule set of a selection.
 pub fn load_rule_set(sel: &RuleSelection) -> Result<RuleSet, Error> {
     let mut set = RuleSet::new();
-    for f in load_files(sel)? {
+    for f in load_rule_files(sel)? {
         set.add_file(f);
     }
     set.float_unsafe = sel.float_unsafe;
     Ok(set)
+}
+
+/// The saturation phases of a rule selection: one phase with every selected rule.
+pub fn rule_phases(sel: &RuleSelection) -> Result<Vec<onnx_egraph::Phase>, Error> {
+    let set = std::sync::Arc::new(load_rule_set(sel)?);
+    Ok(vec![onnx_egraph::Phase::new("rules", set)])
 }

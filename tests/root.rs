@@ -3,7 +3,6 @@
 //! `onnx_testdata::require_shared!`, which skips them when it is absent.
 
 mod check;
-mod cli;
 mod convert;
 mod fuzz;
 mod pipeline;

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use onnx_opt::verify::{compare_values, Tolerance};
 use onnx_opt::Optimizer;
+use onnx_opt::{compare_values, Tolerance};
 use onnx_ref::{Session, Value};
 
 fn contrib_dir() -> PathBuf {
@@ -26,11 +26,11 @@ fn data_sets(dir: &Path, model: &onnx_proto::ModelProto) -> Vec<DataSet> {
     let graph = model.graph.as_ref().unwrap();
     sets.iter()
         .map(|set| {
-            let inputs = onnx_opt::run::read_data_sets(model, set).unwrap().remove(0);
+            let inputs = onnx_opt::read_data_sets(model, set).unwrap().remove(0);
             let mut outputs = Vec::new();
             for (i, vi) in graph.output.iter().enumerate() {
                 let p = set.join(format!("output_{i}.pb"));
-                outputs.push(onnx_opt::run::read_value(&p, vi.r#type.as_ref()).unwrap());
+                outputs.push(onnx_opt::read_value(&p, vi.r#type.as_ref()).unwrap());
             }
             (inputs, outputs)
         })

@@ -188,8 +188,20 @@ fn torch_exported_local_functions_convert_in_place() {
             .check(3)
             .optimize(&model)
             .unwrap_or_else(|e| panic!("-> {target}: {}", chain(&e)));
-        assert_eq!(out.report.functions_converted, 1, "-> {target}");
-        assert_eq!(out.report.inlined_calls, 0, "-> {target}");
+        assert_eq!(
+            out.report
+                .passes
+                .count("convert-functions", "functions_converted"),
+            1,
+            "-> {target}"
+        );
+        assert_eq!(
+            out.report
+                .passes
+                .count("convert-functions", "inlined_calls"),
+            0,
+            "-> {target}"
+        );
         let f = &out.model.functions[0];
         let ops: Vec<&str> = f.body.nodes.iter().map(|n| n.op_type.as_str()).collect();
         assert_eq!(
@@ -239,13 +251,30 @@ F {attrs} (a, c) => (b) {{
     // Same opset: nothing changes, the function stays.
     let plain = onnx_opt::parse_text(&with_fn("  b = Relu (a)", "")).unwrap();
     let out = onnx_opt::Optimizer::converter(18).optimize(&plain).unwrap();
-    assert_eq!(out.report.inlined_calls, 0);
-    assert_eq!(out.report.functions_converted, 0);
+    assert_eq!(
+        out.report
+            .passes
+            .count("convert-functions", "inlined_calls"),
+        0
+    );
+    assert_eq!(
+        out.report
+            .passes
+            .count("convert-functions", "functions_converted"),
+        0
+    );
     assert_eq!(out.model.functions.len(), 1);
     // Another opset: converted in place; the body imports the target.
     let out = onnx_opt::Optimizer::converter(13).optimize(&plain).unwrap();
     assert_eq!(
-        (out.report.functions_converted, out.report.inlined_calls),
+        (
+            out.report
+                .passes
+                .count("convert-functions", "functions_converted"),
+            out.report
+                .passes
+                .count("convert-functions", "inlined_calls")
+        ),
         (1, 0)
     );
     assert_eq!(out.model.functions.len(), 1);
@@ -260,7 +289,12 @@ F {attrs} (a, c) => (b) {{
         .check(5)
         .optimize(&sub)
         .unwrap();
-    assert_eq!(out.report.functions_converted, 1);
+    assert_eq!(
+        out.report
+            .passes
+            .count("convert-functions", "functions_converted"),
+        1
+    );
     assert_eq!(default_opset(&out.model.functions[0]), Some(13));
     // An attribute reference: its value is the caller's, so the calls are inlined instead.
     let with_ref = onnx_opt::parse_text(&with_fn(
@@ -273,7 +307,14 @@ F {attrs} (a, c) => (b) {{
         .optimize(&with_ref)
         .unwrap();
     assert_eq!(
-        (out.report.functions_converted, out.report.inlined_calls),
+        (
+            out.report
+                .passes
+                .count("convert-functions", "functions_converted"),
+            out.report
+                .passes
+                .count("convert-functions", "inlined_calls")
+        ),
         (0, 1)
     );
     assert!(out.model.functions.is_empty());
@@ -289,7 +330,14 @@ F {attrs} (a, c) => (b) {{
         .optimize(&both)
         .unwrap();
     assert_eq!(
-        (out.report.functions_converted, out.report.inlined_calls),
+        (
+            out.report
+                .passes
+                .count("convert-functions", "functions_converted"),
+            out.report
+                .passes
+                .count("convert-functions", "inlined_calls")
+        ),
         (0, 1)
     );
     // Recursion: refused.

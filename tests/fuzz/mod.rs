@@ -1,4 +1,4 @@
-//! Differential fuzzing of the whole optimizer (`onnx_opt::fuzz`): random models from the
+//! Differential fuzzing of the whole optimizer (`onnx_prove::fuzz`): random models from the
 //! operator schemas, optimized by each campaign configuration and checked by the oracle
 //! (checker, interface, outputs in the interpreter, determinism, no panic). A fixed proptest
 //! seed keeps the suite reproducible; a failure prints the model as ONNX text with its seed.
@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use onnx_opt::fuzz::{
+use onnx_prove::fuzz::{
     campaign, check_case, generate_case, model_opset, Coverage, FuzzCase, GenOptions, Generated,
     Verdict,
 };

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use onnx_opt::optimize::load_ir;
-use onnx_opt::verify::{compare_models, Tolerance};
+use onnx_opt::load_ir;
+use onnx_opt::{compare_models, Tolerance};
 
 mod sibling_conv;
 mod sibling_matmul;
@@ -82,7 +82,7 @@ fn optimize_and_compare(
                     enabled: true,
                     budget_floor: if unbounded { None } else { Some(1024) },
                 },
-                phases: onnx_opt::optimize::rule_phases(&Default::default()).unwrap(),
+                phases: onnx_opt::rule_phases(&Default::default()).unwrap(),
                 ..Default::default()
             };
             let (optimized, report) = match onnx_egraph::optimize_model(&loaded.model, options) {
@@ -93,8 +93,10 @@ fn optimize_and_compare(
                 }
             };
             // The pass the facade runs after extraction (`Optimizer::optimize`).
-            let mut proto = optimized.to_proto();
-            let merged = onnx_opt::sibling_matmul::merge_sibling_matmuls(&mut proto);
+            let (merged_model, run) = onnx_opt::Optimizer::new()
+                .run_pass("merge-sibling-matmuls", &optimized)
+                .unwrap();
+            let (proto, merged) = (merged_model.to_proto(), run.count("merged_matmuls"));
             if !unbounded {
                 summary.push_str(&summarize(path, &report, &proto, merged));
             }
@@ -152,7 +154,7 @@ fn summarize(
         .file_name()
         .unwrap()
         .to_string_lossy();
-    let info = onnx_opt::info::ModelInfo::of(optimized);
+    let info = onnx_opt::ModelInfo::of(optimized);
     let ops: Vec<String> = info
         .op_histogram
         .iter()
@@ -216,7 +218,7 @@ fn reproduces_test_data(
         let t: onnx_proto::TensorProto =
             onnx_proto::decode_file(dir.join(format!("output_{i}.pb"))).ok()?;
         let expected = onnx_ref::Value::Tensor(onnx_ref::Tensor::from_proto(&t).ok()?);
-        if let Some(d) = onnx_opt::verify::compare_values(
+        if let Some(d) = onnx_opt::compare_values(
             value,
             &expected,
             Tolerance {
@@ -384,11 +386,11 @@ fn optimized_backend_models_reproduce_their_test_data() {
                     rtol: 1e-3,
                     atol: 1e-7,
                 };
-                let by_value = original.get(i).is_some_and(|(_, o)| {
-                    onnx_opt::verify::compare_values(o, &want, tol).is_none()
-                });
+                let by_value = original
+                    .get(i)
+                    .is_some_and(|(_, o)| onnx_opt::compare_values(o, &want, tol).is_none());
                 if by_value {
-                    if let Some(d) = onnx_opt::verify::compare_values(got, &want, tol) {
+                    if let Some(d) = onnx_opt::compare_values(got, &want, tol) {
                         failures.push(format!("{line}: output {name}: {d}"));
                     }
                 } else if !same_type_and_shape(got, &want) {

@@ -1,5 +1,5 @@
 //! Convs that share their input and attributes merge into one Conv and a Split, with a shared
-//! activation applied once (`src/sibling_conv.rs`), under the node-count cost model; each case
+//! activation applied once (`src/passes/sibling_conv.rs`), under the node-count cost model; each case
 //! is optimized with the check on, so the merged model computes what the original does.
 
 use std::collections::BTreeMap;
@@ -28,7 +28,13 @@ fn optimize_with(
             .or_default() += 1;
     }
     let outputs = g.output.iter().map(|v| v.name.clone().unwrap()).collect();
-    (ops, out.report.merged_convs, outputs)
+    (
+        ops,
+        out.report
+            .passes
+            .count("merge-sibling-convs", "merged_convs"),
+        outputs,
+    )
 }
 
 /// `n` float values, different per `seed`, in the text syntax.
@@ -242,7 +248,12 @@ g (float[1,4,5,5] x, float[2,4,1,1] w0, float[3,4,1,1] w1) => (float[1,2,5,5] y0
         .check(3)
         .optimize(&model)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(out.report.merged_convs, 1);
+    assert_eq!(
+        out.report
+            .passes
+            .count("merge-sibling-convs", "merged_convs"),
+        1
+    );
     let g = out.model.to_proto().graph.unwrap();
     let inputs: Vec<&str> = g.input.iter().filter_map(|v| v.name.as_deref()).collect();
     let inits: Vec<&str> = g
@@ -365,8 +376,13 @@ g (float[1,32,6,6] x) => (float[1,16,6,6] y0, float[1,24,6,6] y1) <int64[4] s0 =
   c1 = Conv<pads = [1, 1, 1, 1]>(x, w1)
   y1 = Relu(c1)
 }"#;
-    let mut proto = onnx_opt::parse_text(text).unwrap().to_proto();
-    assert_eq!(onnx_opt::sibling_conv::merge_sibling_convs(&mut proto), 1);
+    let model = onnx_opt::parse_text(text).unwrap();
+    let (merged, run) = onnx_opt::Optimizer::new()
+        .cost(onnx_opt::CostKind::NodeCount)
+        .run_pass("merge-sibling-convs", &model)
+        .unwrap();
+    assert_eq!(run.count("merged_convs"), 1);
+    let proto = merged.to_proto();
     let g = proto.graph.unwrap();
     let mut defined: std::collections::BTreeSet<String> = g
         .initializer

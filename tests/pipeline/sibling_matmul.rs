@@ -1,5 +1,5 @@
 //! MatMuls that share their input and take constant weights merge into one MatMul and a Split
-//! (`src/sibling_matmul.rs`); each case is optimized with the check on, so the merged model
+//! (`src/passes/sibling_matmul.rs`); each case is optimized with the check on, so the merged model
 //! computes what the original does.
 
 /// Optimizes a text model with the default pipeline and the check on; returns the optimized
@@ -16,7 +16,12 @@ fn optimize(text: &str) -> (std::collections::BTreeMap<String, usize>, usize) {
         *ops.entry(n.op_type.clone().unwrap_or_default())
             .or_default() += 1;
     }
-    (ops, out.report.merged_matmuls)
+    (
+        ops,
+        out.report
+            .passes
+            .count("merge-sibling-matmuls", "merged_matmuls"),
+    )
 }
 
 /// Three projections of one input, at `opset`, the third weight `w3` (3 columns).

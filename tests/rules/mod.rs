@@ -10,8 +10,8 @@ mod rust_rules;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use onnx_opt::rules::RuleSelection;
-use onnx_opt::verify::{compare_models, Tolerance};
+use onnx_opt::RuleSelection;
+use onnx_opt::{compare_models, Tolerance};
 
 fn cases_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/rule_cases"))
@@ -27,8 +27,8 @@ fn all_rules() -> RuleSelection {
 
 #[test]
 fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
-    let files = onnx_opt::rules::load_files(&all_rules()).expect("built-in rules check");
-    let phases = || onnx_opt::optimize::rule_phases(&all_rules()).unwrap();
+    let files = onnx_opt::load_rule_files(&all_rules()).expect("built-in rules check");
+    let phases = || onnx_opt::rule_phases(&all_rules()).unwrap();
     let mut failures = Vec::new();
     let mut seen = Vec::new();
     // The generated version steps (rules/version/steps.rules, one per pair of versions of an
@@ -127,13 +127,13 @@ fn generated_body_fusions_are_current() {
 /// instances in the reference interpreter (the same proof CI runs).
 #[test]
 fn every_builtin_rule_is_proven_on_random_instances() {
-    let files = onnx_opt::rules::load_files(&all_rules()).expect("built-in rules check");
-    let opts = onnx_opt::prove::ProveOptions::default();
+    let files = onnx_opt::load_rule_files(&all_rules()).expect("built-in rules check");
+    let opts = onnx_prove::ProveOptions::default();
     let guards = onnx_egraph::GuardRegistry::default();
     let verdicts: Vec<_> = files
         .iter()
         .flat_map(|f| &f.rules)
-        .map(|r| onnx_opt::prove::prove_rule(r, &guards, &opts))
+        .map(|r| onnx_prove::prove_rule(r, &guards, &opts))
         .collect();
     let failed: Vec<&str> = verdicts
         .iter()
@@ -143,7 +143,7 @@ fn every_builtin_rule_is_proven_on_random_instances() {
     assert!(
         failed.is_empty(),
         "{}",
-        onnx_opt::prove::render_verdicts(&verdicts, &opts)
+        onnx_prove::render_verdicts(&verdicts, &opts)
     );
     // Every version step up has its inverse, and the round trip comes back.
     let all: Vec<&onnx_rules::ir::Rule> = files.iter().flat_map(|f| &f.rules).collect();
@@ -153,7 +153,7 @@ fn every_builtin_rule_is_proven_on_random_instances() {
         if step.rhs_opset < step.lhs_opset {
             continue;
         }
-        let back = onnx_opt::prove::step_inverses(r, &all);
+        let back = onnx_prove::step_inverses(r, &all);
         // A step into other ops (Softmax-11 as Flatten, Softmax-13 and Reshape) has no step
         // back from its root; its instances are proven above like every rule's.
         let into_other_ops = r.step_ops().is_some_and(|(a, b)| a.op_type != b.op_type);
@@ -161,7 +161,7 @@ fn every_builtin_rule_is_proven_on_random_instances() {
             continue;
         }
         assert!(!back.is_empty(), "{}: no step back", r.name);
-        let t = onnx_opt::prove::round_trip(r, &back, &guards, &opts);
+        let t = onnx_prove::round_trip(r, &back, &guards, &opts);
         assert!(t.passed(&opts), "{} then {}: {t:?}", t.step, t.inverse);
         trips += 1;
     }
@@ -174,7 +174,7 @@ fn optimize_text(text: &str) -> (onnx_proto::ModelProto, onnx_proto::ModelProto)
     let proto = onnx_text::parse_model(text).unwrap_or_else(|e| panic!("{}", e.render()));
     let model = onnx_ir::Model::from_proto(proto.clone()).expect("model converts to the IR");
     let options = onnx_egraph::OptimizeOptions {
-        phases: onnx_opt::optimize::rule_phases(&all_rules()).unwrap(),
+        phases: onnx_opt::rule_phases(&all_rules()).unwrap(),
         ..Default::default()
     };
     let (out, _) = onnx_egraph::optimize_model(&model, options).expect("optimizes");
@@ -690,8 +690,8 @@ g (float[N,4,L] x) => (float[N,4,L] y) {
 /// side.
 #[test]
 fn generated_version_steps_before_and_after() {
-    let files = onnx_opt::rules::load_files(&all_rules()).expect("built-in rules check");
-    let opts = onnx_opt::prove::ProveOptions::default();
+    let files = onnx_opt::load_rule_files(&all_rules()).expect("built-in rules check");
+    let opts = onnx_prove::ProveOptions::default();
     let guards = onnx_egraph::GuardRegistry::default();
     let compact = |text: &str| -> String {
         let opset = text
@@ -722,7 +722,7 @@ fn generated_version_steps_before_and_after() {
         .filter(|f| f.path == "rules/version/steps.rules")
         .flat_map(|f| &f.rules);
     for rule in steps {
-        match onnx_opt::prove::first_firing(rule, &guards, &opts) {
+        match onnx_prove::first_firing(rule, &guards, &opts) {
             Some((before, after)) => {
                 out.push_str(&format!(
                     "{}\n  before: {}\n  after:  {}\n",

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use onnx_egraph::{RuleSet, RustGuard, RustMatch, RustRhs};
-use onnx_opt::prove::{prove_rule, prove_rule_set, render_verdicts, ProveOptions};
+use onnx_prove::{prove_rule, prove_rule_set, render_verdicts, ProveOptions};
 
 fn opts() -> ProveOptions {
     ProveOptions {

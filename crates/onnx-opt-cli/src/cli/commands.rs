@@ -1,0 +1,183 @@
+//! One function per subcommand; each returns the process exit code or an error to render.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use super::Command;
+
+use std::io::Write;
+
+use onnx_opt::ModelInfo;
+use onnx_opt::{optimize_file, render_table};
+use onnx_opt::{Optimizer, Pipeline};
+
+pub fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Optimize(args) => optimize(args),
+        Command::Convert(args) => {
+            let mut optimizer = Optimizer::converter(args.opset)
+                .check(args.check)
+                .require_check(args.require_check);
+            for (name, value) in &args.dims {
+                optimizer = optimizer.dim(name, *value);
+            }
+            for dir in &args.check_data {
+                optimizer = optimizer.check_data_dir(dir);
+            }
+            let progress = super::progress::Progress::start();
+            let outcome = optimize_file(&args.model, &args.output, &optimizer, None, &|phase| {
+                progress.set(phase)
+            });
+            drop(progress);
+            let outcome = outcome?;
+            warn_unchecked(&outcome.report);
+            print!("{}", render_table(&outcome));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(args) => {
+            let cfg = onnx_opt::RunConfig {
+                inputs: args.inputs,
+                random_inputs: args.random_inputs,
+                dims: args.dims.into_iter().collect(),
+                seed: args.seed,
+                output_dir: args.output,
+                repeat: args.repeat,
+                profile: args.profile,
+            };
+            let outcome = onnx_opt::run_file(&args.model, &cfg)?;
+            for o in &outcome.outputs {
+                println!("{}: {} {}", o.name, o.kind, o.stats);
+            }
+            if let Some(ms) = outcome.median_ms {
+                println!("inference median: {ms:.3} ms");
+            }
+            if let Some(profile) = &outcome.profile {
+                print!("{}", onnx_opt::render_profile(profile));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Print {
+            model,
+            elide_tensors_above,
+        } => {
+            let loaded = onnx_opt::load_proto(&model)?;
+            let options = onnx_text::PrintOptions {
+                elide_tensors_above,
+            };
+            let text = onnx_text::print_model(&loaded.model, &options);
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`| head`) is not an error worth a message.
+            let _ = out.write_all(text.as_bytes());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { model } => {
+            let loaded = onnx_opt::load_ir(&model)?;
+            onnx_opt::check_ir(&model, &loaded.model)?;
+            for w in onnx_opt::checker_warnings(&loaded.model) {
+                eprintln!("warning: {}: {w}", model.display());
+            }
+            println!("{}: ok", model.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Info { model } => {
+            let loaded = onnx_opt::load_proto(&model)?;
+            print!("{}", ModelInfo::of(&loaded.model));
+            println!("file size: {} bytes", loaded.file_size);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rules(cmd) => super::rules_cmd::run(cmd),
+        Command::Pipelines { file } => {
+            match file {
+                Some(f) => print!("{}", Pipeline::from_file(&f)?.describe()),
+                None => {
+                    for (name, _) in onnx_opt::BUILTIN_PIPELINES {
+                        print!("{}", Pipeline::builtin(name)?.describe());
+                    }
+                    println!("passes (`[[pass]]` in a pipeline file):");
+                    for (name, about) in onnx_opt::pass_table() {
+                        println!("  {name:<24} {about}");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Copy {
+            model,
+            output,
+            external_threshold,
+        } => {
+            let loaded = onnx_opt::load_proto(&model)?;
+            let options = onnx_proto::SaveOptions {
+                external: external_threshold
+                    .map(|t| onnx_proto::ExternalDataOptions::for_model(&output, t)),
+                ..Default::default()
+            };
+            onnx_opt::save_proto(&loaded.model, Some(&loaded.dir), &output, &options)
+                .with_context(|| format!("saving {}", output.display()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
+    let sel = args.rules.selection();
+    let mut optimizer = Optimizer::new()
+        .pipeline(Pipeline::by_name_or_file(&args.pipeline)?)
+        .builtin_rules(!sel.no_builtin)
+        .unsafe_rules(sel.float_unsafe)
+        .check(args.check)
+        .require_check(args.require_check);
+    for f in &sel.files {
+        optimizer = optimizer.rules_file(f)?;
+    }
+    for (name, value) in &args.dims {
+        optimizer = optimizer.dim(name, *value);
+    }
+    for dir in &args.check_data {
+        optimizer = optimizer.check_data_dir(dir);
+    }
+    if let Some(cost) = args.cost {
+        optimizer = optimizer.cost(match cost {
+            super::CostArg::Latency => onnx_egraph::CostKind::Latency,
+            super::CostArg::Nodes => onnx_egraph::CostKind::NodeCount,
+        });
+    }
+    if let Some(t) = args.target_opset {
+        optimizer = optimizer.target_opset(t);
+    }
+    if args.no_fold || args.fold_unbounded {
+        let mut fold = optimizer.pipeline_spec().fold_options();
+        if args.no_fold {
+            fold.enabled = false;
+        }
+        if args.fold_unbounded {
+            fold.budget_floor = None;
+        }
+        optimizer = optimizer.fold(fold);
+    }
+    let progress = super::progress::Progress::start();
+    let outcome = optimize_file(
+        &args.model,
+        &args.output,
+        &optimizer,
+        args.external_threshold,
+        &|phase| progress.set(phase),
+    );
+    drop(progress);
+    let outcome = outcome?;
+    warn_unchecked(&outcome.report);
+    print!("{}", render_table(&outcome));
+    if let Some(path) = &args.report {
+        let json = serde_json::to_vec_pretty(&outcome)?;
+        onnx_proto::write_atomic(path, |w| w.write_all(&json))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A warning on stderr when the result was written without the check.
+fn warn_unchecked(report: &onnx_opt::Report) {
+    if let Some(why) = &report.check_skipped {
+        eprintln!("warning: the check could not run, the result is written unchecked: {why}");
+    }
+}

@@ -1,0 +1,293 @@
+//! Argument parsing and the command dispatch of the `onnx-opt` binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+mod progress;
+mod rules_cmd;
+
+/// Optimize ONNX models with equality saturation.
+#[derive(Debug, Parser)]
+#[command(name = "onnx-opt", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Optimize a model (also `onnx-opt MODEL -o OUT`).
+    Optimize(OptimizeArgs),
+    /// Convert a model to another opset of the default domain (up or down, in one step);
+    /// checked in the reference interpreter like `optimize`.
+    Convert(ConvertArgs),
+    /// Check a model against the ONNX IR rules and the operator schemas.
+    Check { model: PathBuf },
+    /// Run a model in the reference interpreter.
+    Run(RunArgs),
+    /// Print a model in the ONNX text syntax (as onnx.printer writes it).
+    Print {
+        model: PathBuf,
+        /// Elide tensors with more than this many elements (the text then does not parse back).
+        #[arg(long, value_name = "ELEMENTS")]
+        elide_tensors_above: Option<usize>,
+    },
+    /// Print a summary: IR version, opsets, producer, signature, op histogram, parameters.
+    Info { model: PathBuf },
+    /// Rule files: list, check and prove, explain.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+    /// List the built-in pipelines (or describe one pipeline file).
+    Pipelines {
+        /// A pipeline file to describe instead.
+        file: Option<PathBuf>,
+    },
+    /// Load a model and save it again (optionally moving large tensors to external data).
+    Copy {
+        model: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Store tensors of at least this many bytes in `<output>.data` beside the output.
+        #[arg(long, value_name = "BYTES")]
+        external_threshold: Option<usize>,
+    },
+}
+
+/// Arguments of `optimize`.
+#[derive(Debug, clap::Args)]
+pub struct OptimizeArgs {
+    pub model: PathBuf,
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Run both models on N random inputs in the reference interpreter; refuse to write when
+    /// their outputs differ, naming the output and the rule that broke it. 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = onnx_opt::DEFAULT_CHECK_TRIALS)]
+    pub check: usize,
+    /// The pipeline: a built-in name (`onnx-opt pipelines` lists them) or a pipeline file.
+    #[arg(long, value_name = "NAME|FILE", default_value = "default")]
+    pub pipeline: String,
+    /// Value of a symbolic dimension for --check's random inputs (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
+    /// A test-data directory the check also runs (repeatable): `input_0.pb`, `input_1.pb`, ...
+    /// for the graph inputs in order, or `test_data_set_*` directories of them (the ONNX
+    /// backend tests' layout). Where the original fails on random inputs, these sets are the
+    /// check.
+    #[arg(long = "check-data", value_name = "DIR")]
+    pub check_data: Vec<PathBuf>,
+    /// Refuse to write the result when the check cannot run (by default it is written with a
+    /// warning: the original cannot run in the interpreter, or fails on every input tried).
+    #[arg(long)]
+    pub require_check: bool,
+    /// Do not fold constants (overrides the pipeline).
+    #[arg(long)]
+    pub no_fold: bool,
+    /// Fold regardless of result size (by default a folded constant may not be larger than its
+    /// constant inputs, or 1 KiB).
+    #[arg(long)]
+    pub fold_unbounded: bool,
+    /// Extraction cost model (default: the pipeline's).
+    #[arg(long, value_enum)]
+    pub cost: Option<CostArg>,
+    /// Store tensors of at least this many bytes in `<output>.data`.
+    #[arg(long, value_name = "BYTES")]
+    pub external_threshold: Option<usize>,
+    /// Write the before/after figures as JSON (with the firings of every rule).
+    #[arg(long, value_name = "FILE.json")]
+    pub report: Option<PathBuf>,
+    /// Land at this opset of the default domain (only operators legal there are extracted).
+    #[arg(long, value_name = "N")]
+    pub target_opset: Option<i64>,
+    #[command(flatten)]
+    pub rules: RuleArgs,
+}
+
+/// Arguments of `convert`.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    pub model: PathBuf,
+    /// The target opset of the default domain.
+    #[arg(long, value_name = "N")]
+    pub opset: i64,
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Random trials of the differential check (0 turns it off, for huge models).
+    #[arg(long, value_name = "N", default_value_t = onnx_opt::DEFAULT_CHECK_TRIALS)]
+    pub check: usize,
+    /// Value of a symbolic dimension for --check's random inputs (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
+    /// A test-data directory the check also runs (repeatable): `input_0.pb`, `input_1.pb`, ...
+    /// for the graph inputs in order, or `test_data_set_*` directories of them (the ONNX
+    /// backend tests' layout). Where the original fails on random inputs, these sets are the
+    /// check.
+    #[arg(long = "check-data", value_name = "DIR")]
+    pub check_data: Vec<PathBuf>,
+    /// Refuse to write the result when the check cannot run (by default it is written with a
+    /// warning: the original cannot run in the interpreter, or fails on every input tried).
+    #[arg(long)]
+    pub require_check: bool,
+}
+
+/// Which rules to run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RuleArgs {
+    /// A rule file to add to the built-in rules (repeatable).
+    #[arg(long = "rules", value_name = "FILE")]
+    pub rule_files: Vec<PathBuf>,
+    /// Leave out the built-in rules.
+    #[arg(long)]
+    pub no_builtin_rules: bool,
+    /// Also run rules tagged `unsafe` (float-unsafe: x + 0 -> x, reassociation, ...).
+    #[arg(long)]
+    pub unsafe_rules: bool,
+}
+
+impl RuleArgs {
+    pub fn selection(&self) -> onnx_opt::RuleSelection {
+        onnx_opt::RuleSelection {
+            no_builtin: self.no_builtin_rules,
+            files: self.rule_files.clone(),
+            float_unsafe: self.unsafe_rules,
+            version: false,
+        }
+    }
+}
+
+/// `onnx-opt rules ...`.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// List the rules (built-in and --rules files) with their opset windows and tags.
+    List {
+        #[command(flatten)]
+        rules: RuleArgs,
+    },
+    /// Parse and check rule files (default: the built-in ones), then prove every rule on
+    /// random instances in the reference interpreter.
+    Check {
+        /// Rule files to check (default: the built-in rules).
+        files: Vec<PathBuf>,
+        /// Only check the rules with these names (repeatable).
+        #[arg(long = "rule", value_name = "NAME")]
+        only: Vec<String>,
+        /// Seed of the random instances.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Parse and check only; do not prove.
+        #[arg(long)]
+        no_prove: bool,
+    },
+    /// For each site where a rule could apply in a model, say whether it fired or which part
+    /// of the pattern or which guard failed.
+    Explain {
+        rule: String,
+        model: PathBuf,
+        #[command(flatten)]
+        rules: RuleArgs,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CostArg {
+    Latency,
+    Nodes,
+}
+
+fn parse_dim(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got '{s}'"))?;
+    let v: i64 = value
+        .parse()
+        .map_err(|_| format!("'{value}' is not an integer"))?;
+    if v < 0 {
+        return Err(format!("dimension {name} must not be negative"));
+    }
+    Ok((name.to_string(), v))
+}
+
+/// Arguments of `run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    pub model: PathBuf,
+    /// An input value: `NAME=FILE.pb` (TensorProto, SequenceProto or OptionalProto, as the
+    /// input's type requires) or `NAME=FILE.npy` (a NumPy array of the input's element type).
+    /// Repeatable.
+    #[arg(long = "input", value_name = "NAME=FILE", value_parser = parse_input)]
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Fill the inputs not given with seeded random values.
+    #[arg(long)]
+    pub random_inputs: bool,
+    /// Seed of --random-inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Value of a symbolic dimension for --random-inputs (repeatable).
+    #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
+    /// Write output i as DIR/output_i.pb.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Run inference N times and print the median time (inference only).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: usize,
+    /// Print the inference time spent per operator type, summed over every run.
+    #[arg(long)]
+    pub profile: bool,
+}
+
+fn parse_input(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, file) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=FILE, got '{s}'"))?;
+    Ok((name.to_string(), PathBuf::from(file)))
+}
+
+/// Exit codes of the binary.
+pub mod exit {
+    pub const ERROR: u8 = 1;
+    pub const USAGE: u8 = 2;
+}
+
+const SUBCOMMANDS: &[&str] = &[
+    "info",
+    "copy",
+    "check",
+    "print",
+    "run",
+    "optimize",
+    "convert",
+    "rules",
+    "pipelines",
+    "help",
+];
+
+/// Parses the process arguments (with `onnx-opt MODEL -o OUT` meaning `optimize`) and runs.
+pub fn main() -> ExitCode {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
+        if !first.starts_with('-')
+            && !SUBCOMMANDS.contains(&first)
+            && SUBCOMMANDS.contains(&"optimize")
+        {
+            args.insert(1, "optimize".into());
+        }
+    }
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match commands::run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit::ERROR)
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! The `onnx-opt` binary: exit codes, messages, and that failures write nothing.
+
+mod convert;
+mod first_run;
+mod npy;
+mod rules;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn onnx_opt(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_onnx-opt"));
+    for a in args {
+        c.arg(a);
+    }
+    c.output().expect("the binary runs")
+}
+
+/// The repository's root, where the example and test models are.
+fn repo_root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn info_summarizes_a_model() {
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("models/bert-tiny-opset13/model.onnx");
+    let o = onnx_opt(&[&"info", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("ir_version: 7"), "{out}");
+    assert!(out.contains("opsets: ai.onnx 13"), "{out}");
+    assert!(out.contains("input_ids: int64[batch,sequence]"), "{out}");
+    assert!(out.contains("nodes: 277"), "{out}");
+    assert!(out.contains("MatMul                   16"), "{out}");
+}
+
+#[test]
+fn bad_files_fail_with_a_message_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.onnx");
+    std::fs::write(&garbage, [0xff, 0xff, 0xff, 0x07, 0x01]).unwrap();
+    let empty = dir.path().join("empty.onnx");
+    std::fs::write(&empty, b"").unwrap();
+    let missing = dir.path().join("missing.onnx");
+    let out = dir.path().join("out.onnx");
+    for input in [&garbage, &empty, &missing] {
+        for cmd in ["info", "check"] {
+            let o = onnx_opt(&[&cmd, input]);
+            assert_eq!(o.status.code(), Some(1), "{cmd} {}", input.display());
+            let err = stderr(&o);
+            assert!(
+                err.contains(input.file_name().unwrap().to_str().unwrap()),
+                "{err}"
+            );
+            assert!(!err.contains("panicked"), "{err}");
+        }
+        let o = onnx_opt(&[&"optimize", input, &"-o", &out]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(!out.exists(), "no output on failure");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = onnx_opt(&[&"optimize"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = onnx_opt(&[&"frobnicate", &"-x"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn check_accepts_dev_models() {
+    let shared = onnx_testdata::require_shared!();
+    for name in ["resnet18-opset13", "light_squeezenet", "bert-tiny-opset17"] {
+        let m = shared.join("models").join(name).join("model.onnx");
+        let o = onnx_opt(&[&"check", &m]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn optimize_writes_a_checked_model_and_a_report() {
+    let shared = onnx_testdata::require_shared!();
+    let dir = tempfile::tempdir().unwrap();
+    let m = shared.join("models/squeezenet1_0-opset13/model.onnx");
+    let out = dir.path().join("opt.onnx");
+    let report = dir.path().join("report.json");
+    // The short form `onnx-opt MODEL -o OUT` is `optimize`.
+    let o = onnx_opt(&[&m, &"-o", &out, &"--check", &"1", &"--report", &report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("nodes"), "{table}");
+    assert!(
+        table.contains("check: outputs equal on 1 random inputs"),
+        "{table}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(json["nodes_before"], 82);
+    // Exactly as the dev-model snapshot (tests/pipeline) says.
+    assert_eq!(json["nodes_after"], 64);
+    let o = onnx_opt(&[&"check", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+    assert!(Path::new(&out).is_file());
+}
+
+#[test]
+fn print_writes_text_that_parses_back_to_the_model() {
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("onnx-backend/node/test_relu/model.onnx");
+    let o = onnx_opt(&[&"print", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("y = Relu (x)"), "{text}");
+    let parsed = onnx_text::parse_model(&text).unwrap();
+    let original = onnx_proto::load_model(&m).unwrap().model;
+    assert_eq!(parsed, original);
+}
+
+#[test]
+fn copy_is_byte_identical_and_externalizes_on_request() {
+    let shared = onnx_testdata::require_shared!();
+    let dir = tempfile::tempdir().unwrap();
+    let m = shared.join("models/squeezenet1_0-opset13/model.onnx");
+    let out = dir.path().join("copy.onnx");
+    let o = onnx_opt(&[&"copy", &m, &"-o", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&m).unwrap(), std::fs::read(&out).unwrap());
+    let ext = dir.path().join("ext.onnx");
+    let o = onnx_opt(&[&"copy", &m, &"-o", &ext, &"--external-threshold", &"4096"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("ext.onnx.data").is_file());
+    assert!(std::fs::metadata(&ext).unwrap().len() < 100_000);
+    // The externalized model optimizes and checks like the original.
+    let opt = dir.path().join("opt.onnx");
+    let o = onnx_opt(&[&ext, &"-o", &opt, &"--check", &"1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        dir.path().join("opt.onnx.data").is_file(),
+        "external input -> external output"
+    );
+}
+
+#[test]
+fn run_reproduces_test_data_and_writes_outputs() {
+    let shared = onnx_testdata::require_shared!();
+    let dir = tempfile::tempdir().unwrap();
+    let case = shared.join("onnx-backend/node/test_add_bcast");
+    let m = case.join("model.onnx");
+    let data = case.join("test_data_set_0");
+    let x = format!("x={}", data.join("input_0.pb").display());
+    let y = format!("y={}", data.join("input_1.pb").display());
+    let o = onnx_opt(&[
+        &"run",
+        &m,
+        &"--input",
+        &x,
+        &"--input",
+        &y,
+        &"-o",
+        &dir.path(),
+        &"--repeat",
+        &"3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("sum: float[3, 4, 5]"), "{out}");
+    assert!(out.contains("inference median:"), "{out}");
+    let got: onnx_proto::TensorProto =
+        onnx_proto::decode_file(dir.path().join("output_0.pb")).unwrap();
+    let want: onnx_proto::TensorProto = onnx_proto::decode_file(data.join("output_0.pb")).unwrap();
+    assert_eq!(got.dims, want.dims);
+    assert_eq!(got.name(), "sum");
+    // Missing inputs and unknown names are errors naming the input.
+    let o = onnx_opt(&[&"run", &m, &"--input", &x]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no value for input 'y'"),
+        "{}",
+        stderr(&o)
+    );
+    let o = onnx_opt(&[&"run", &m, &"--input", &"nope=a.pb"]);
+    assert!(
+        stderr(&o).contains("no input named 'nope'"),
+        "{}",
+        stderr(&o)
+    );
+    let o = onnx_opt(&[&"run", &m, &"--random-inputs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `run --profile` prints one row per operator type with its node runs summed over repeats.
+#[test]
+fn run_profile_lists_each_op_type() {
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("models/squeezenet1_0-opset13/model.onnx");
+    let o = onnx_opt(&[
+        &"run",
+        &m,
+        &"--random-inputs",
+        &"--repeat",
+        &"2",
+        &"--profile",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("op ") && out.contains("total ms"), "{out}");
+    // squeezenet1_0 has 26 Conv nodes; two runs time each twice.
+    let conv = out
+        .lines()
+        .find(|l| l.starts_with("Conv "))
+        .unwrap_or_else(|| panic!("no Conv row in {out}"));
+    let runs: Vec<&str> = conv.split_whitespace().collect();
+    assert_eq!(runs.get(1), Some(&"52"), "{conv}");
+    assert!(out.lines().any(|l| l.starts_with("Concat ")), "{out}");
+}
+
+/// A reader that stops early (`onnx-opt print MODEL | head -1`) ends the process quietly: no
+/// panic message about a broken pipe.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_pipe_is_not_a_panic() {
+    use std::io::Read;
+    let shared = onnx_testdata::require_shared!();
+    let m = shared.join("models/bert-tiny-opset13/model.onnx");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onnx-opt"))
+        .arg("print")
+        .arg(&m)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_exact(&mut first)
+        .expect("some output");
+    // The read end is dropped here; the printer then writes into a closed pipe.
+    let out = child.wait_with_output().expect("it ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.status.success() || err.is_empty(), "{err}");
+}
+
+/// A model whose original fails on random inputs (a Reshape target that is itself an input)
+/// converts with a warning that the check could not run (the table says why), is refused with
+/// `--require-check`, converts checked with `--check-data` (the backend test's own data proves
+/// it, and the table says the random trials could not run), and a missing data directory is an
+/// error naming it, with nothing written.
+#[test]
+fn check_data_proves_a_conversion_random_inputs_cannot() {
+    let shared = onnx_testdata::require_shared!();
+    let dir = tempfile::tempdir().unwrap();
+    let case = shared.join("onnx-backend/node/test_reshape_extended_dims");
+    let m = case.join("model.onnx");
+    let out = dir.path().join("out.onnx");
+    let o = onnx_opt(&[
+        &"convert",
+        &m,
+        &"--opset",
+        &"11",
+        &"-o",
+        &out,
+        &"--require-check",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("the check could not run: the original model fails on random inputs"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+    let o = onnx_opt(&[&"convert", &m, &"--opset", &"11", &"-o", &out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: the check could not run, the result is written unchecked"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stdout(&o).contains("check: skipped, the result is unchecked"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(out.is_file());
+    std::fs::remove_file(&out).unwrap();
+    let o = onnx_opt(&[
+        &"convert",
+        &m,
+        &"--opset",
+        &"11",
+        &"-o",
+        &out,
+        &"--check-data",
+        &case,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(
+        table.contains("check: outputs equal on 1 test data set(s); random inputs stopped: the original model fails on random inputs"),
+        "{table}"
+    );
+    assert!(out.is_file());
+    let missing = dir.path().join("no_such_dir");
+    let out2 = dir.path().join("out2.onnx");
+    let o = onnx_opt(&[
+        &"convert",
+        &m,
+        &"--opset",
+        &"11",
+        &"-o",
+        &out2,
+        &"--check-data",
+        &missing,
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no_such_dir"), "{}", stderr(&o));
+    assert!(!out2.exists());
+}
+
+/// A model holding onnxruntime's LayerNormalization in the default domain at opset 13 (as its
+/// transformers optimizer writes GPT-2) loads with a warning, is optimized and checked.
+#[test]
+fn onnxruntime_layer_norm_below_17_loads_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = repo_root().join("tests/models/contrib/gpt2_ort_fused_opset13/model.onnx");
+    let out = dir.path().join("out.onnx");
+    let o = onnx_opt(&[&"check", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("onnxruntime"), "{}", stderr(&o));
+    let o = onnx_opt(&[&m, &"-o", &out, &"--require-check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning:"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("check: outputs equal on 3 random inputs"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(out.is_file());
+}

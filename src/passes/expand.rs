@@ -1,0 +1,429 @@
+//! Operators the target opset does not have, written with their schema's function body: when a
+//! conversion goes below the opset that introduced an op (MeanVarianceNormalization below 9,
+//! the window functions below 17, ...), each node of it is replaced by the context-independent
+//! body onnx gives (attribute references resolved from the node, else the schema's defaults;
+//! nested ops the target lacks expanded the same way), and the body then converts with the
+//! graph. The result is checked against the original like any conversion.
+//!
+//! Ops whose body onnx builds per node (Attention, RotaryEmbedding, ...): a node of the main
+//! graph takes the recorded instance built for a node like it (`instance_fits`), if any.
+//!
+//! Left to the version rules (`rules/version/decompose.rules`): ops those rules write out by
+//! hand (LayerNormalization, Gelu, ...; LayerNormalization with its statistics outputs takes an
+//! instance, which the rules do not cover). Not used: the
+//! bodies listed in `UNSOUND_BODIES` (AffineGrid's differs from the op at a size of 1), and a
+//! body whose ops bind, at the model's opset, versions of another signature than at its own.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use onnx_proto::{AttributeProto, FunctionProto, GraphProto, ModelProto};
+
+use crate::passes::inline::{version_in, FnKey, Inliner};
+
+fn ops_in(g: &GraphProto, out: &mut BTreeSet<String>) {
+    for n in &g.node {
+        if onnx_schema::normalize_domain(n.domain.as_deref().unwrap_or("")).is_empty() {
+            out.insert(n.op_type.clone().unwrap_or_default());
+        }
+        for a in &n.attribute {
+            for sub in a.g.iter().chain(&a.graphs) {
+                ops_in(sub, out);
+            }
+        }
+    }
+}
+
+/// Ops whose schema body does not compute the op everywhere, so it is not used: (op, why).
+const UNSOUND_BODIES: &[(&str, &str)] = &[(
+    "AffineGrid",
+    "with align_corners its body divides by H - 1 and W - 1, NaN for a size of 1 where the op \
+     gives -1 (found by the fuzzer, seed 0x1fc8dd38b7691812)",
+)];
+
+/// The default-domain ops of a body, its subgraphs included.
+fn body_ops(body: &FunctionProto) -> BTreeSet<String> {
+    let mut ops = BTreeSet::new();
+    ops_in(
+        &GraphProto {
+            node: body.node.clone(),
+            ..Default::default()
+        },
+        &mut ops,
+    );
+    ops
+}
+
+/// The ops the built-in version rules write out by hand (their left roots).
+fn decomposed_by_rules() -> BTreeSet<String> {
+    let sources: Vec<(String, String)> = crate::rules::VERSION_RULE_FILES
+        .iter()
+        .filter(|(p, _)| p.ends_with("decompose.rules"))
+        .map(|(p, t)| (p.to_string(), t.to_string()))
+        .collect();
+    let mut out = BTreeSet::new();
+    let Ok(files) = crate::rules::parse_all(&sources) else {
+        return out;
+    };
+    for r in files.iter().flat_map(|f| &f.rules) {
+        let Some(&root) = r.lhs.first() else { continue };
+        if let onnx_rules::ir::Pat::Op(p) = r.pat(root) {
+            if let onnx_rules::ir::OpHead::Named(op) = &p.head {
+                out.insert(op.op_type.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The body of `op` (bound at `model_opset`) to expand for a target that lacks it, with the
+/// schema's attribute defaults as the function's.
+fn body_for(op: &str, model_opset: i64, target: i64) -> Option<FunctionProto> {
+    let schema = lacking(op, model_opset, target)?;
+    usable(schema.function_body(model_opset)?, schema, model_opset)
+}
+
+/// The schema `op` binds at the model's opset, when the target has no (usable) version of it.
+fn lacking(op: &str, model_opset: i64, target: i64) -> Option<&'static onnx_schema::OpSchema> {
+    let reg = onnx_schema::registry();
+    let schema = reg.lookup("", op, model_opset)?;
+    if reg.lookup("", op, target).is_some_and(|s| !s.deprecated) {
+        return None;
+    }
+    Some(schema)
+}
+
+/// A body that can be lifted at the model's opset (each op binds a version of the same
+/// signature there as at the body's own opset), with the schema's attribute defaults as the
+/// function's.
+fn usable(
+    mut body: FunctionProto,
+    schema: &onnx_schema::OpSchema,
+    model_opset: i64,
+) -> Option<FunctionProto> {
+    let reg = onnx_schema::registry();
+    let fv = version_in(&body.opset_import, "")?;
+    let same = body_ops(&body).iter().all(|op| {
+        match (reg.lookup("", op, fv), reg.lookup("", op, model_opset)) {
+            (Some(a), Some(b)) => a.since_version == b.since_version || same_signature(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    });
+    if !same {
+        return None;
+    }
+    for a in &schema.attributes {
+        if let Some(d) = &a.default {
+            if !body.attribute_proto.iter().any(|x| x.name == d.name) {
+                let mut d: AttributeProto = d.clone();
+                d.name = Some(a.name.clone());
+                body.attribute_proto.push(d);
+            }
+        }
+    }
+    Some(body)
+}
+
+/// The attribute names a body refers to (`@name`), subgraphs included.
+fn referenced(nodes: &[onnx_proto::NodeProto], out: &mut BTreeSet<String>) {
+    for n in nodes {
+        for a in &n.attribute {
+            if let Some(r) = a.ref_attr_name.as_ref().filter(|r| !r.is_empty()) {
+                out.insert(r.clone());
+            }
+            for g in a.g.iter().chain(&a.graphs) {
+                referenced(&g.node, out);
+            }
+        }
+    }
+}
+
+/// Whether a recorded instance of a context-dependent function was built for a node like
+/// `node`: the same inputs present, the same element types (and dims, where the instance's
+/// types have them), and every attribute the body does not refer to holding the instance's
+/// value (else the schema's default).
+fn instance_fits(
+    node: &onnx_proto::NodeProto,
+    inst: &onnx_schema::FunctionInstance,
+    schema: &onnx_schema::OpSchema,
+    types: &BTreeMap<String, onnx_proto::TypeProto>,
+) -> bool {
+    let present = |v: &[String], i: usize| v.get(i).is_some_and(|x| !x.is_empty());
+    let n = node.input.len().max(inst.node.input.len());
+    for i in 0..n {
+        if present(&node.input, i) != present(&inst.node.input, i) {
+            return false;
+        }
+        if !present(&node.input, i) {
+            continue;
+        }
+        let elem = |t: Option<&onnx_proto::TypeProto>| {
+            t.and_then(onnx_schema::infer::elem_type_of)
+                .filter(|&e| e != 0)
+        };
+        let theirs_ty = inst.input_types.get(i).and_then(Option::as_ref);
+        let theirs = elem(theirs_ty);
+        let ours = elem(types.get(&node.input[i]));
+        if ours.is_none() || ours != theirs {
+            return false;
+        }
+        // An instance built for a shape (a body sized by its channels, say) fits that shape.
+        if let Some(want) = theirs_ty.and_then(onnx_schema::infer::shape_of) {
+            let have = types
+                .get(&node.input[i])
+                .and_then(onnx_schema::infer::shape_of);
+            let fits = have.is_some_and(|h| {
+                h.len() == want.len()
+                    && h.iter()
+                        .zip(&want)
+                        .all(|(a, b)| b.known().is_none() || a == b)
+            });
+            if !fits {
+                return false;
+            }
+        }
+    }
+    if node.output.iter().filter(|o| !o.is_empty()).count() > inst.node.output.len()
+        || node.output.len() > inst.body.output.len()
+    {
+        return false;
+    }
+    let mut refs = BTreeSet::new();
+    referenced(&inst.body.node, &mut refs);
+    let default = |name: &str| {
+        schema
+            .attributes
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| a.default.clone())
+    };
+    let same = |a: &AttributeProto, b: &AttributeProto| {
+        let mut a = a.clone();
+        let mut b = b.clone();
+        a.name = None;
+        b.name = None;
+        a.doc_string = None;
+        b.doc_string = None;
+        a == b
+    };
+    let held = |name: &str, v: &AttributeProto| match inst
+        .node
+        .attribute
+        .iter()
+        .find(|x| x.name.as_deref() == Some(name))
+    {
+        Some(x) => same(v, x),
+        None => default(name).is_some_and(|d| same(v, &d)),
+    };
+    for a in &node.attribute {
+        let name = a.name.as_deref().unwrap_or("");
+        if !refs.contains(name) && !held(name, a) {
+            return false;
+        }
+    }
+    // An attribute the instance was built with and the node leaves at its default.
+    inst.node.attribute.iter().all(|x| {
+        let name = x.name.as_deref().unwrap_or("");
+        refs.contains(name)
+            || node
+                .attribute
+                .iter()
+                .any(|a| a.name.as_deref() == Some(name))
+            || default(name).is_some_and(|d| same(x, &d))
+    })
+}
+
+/// The domain of the stand-in ops that name a chosen instance (never written out).
+const INSTANCE_DOMAIN: &str = "onnx_opt.instance";
+
+/// Two versions of an op with the same inputs, outputs and attributes (names, options, types,
+/// defaults), and no change of meaning between them that the signature hides
+/// (`convert::SAME_SIGNATURE_OTHER_MEANING`): the later only widens type sets, so a body
+/// written at the earlier one computes the same bound at the later.
+fn same_signature(a: &onnx_schema::OpSchema, b: &onnx_schema::OpSchema) -> bool {
+    let params = |s: &onnx_schema::OpSchema| -> Vec<(String, String)> {
+        s.inputs
+            .iter()
+            .chain(&s.outputs)
+            .map(|p| (p.name.clone(), format!("{:?}", p.option)))
+            .collect()
+    };
+    let attrs = |s: &onnx_schema::OpSchema| -> Vec<String> {
+        s.attributes
+            .iter()
+            .map(|t| format!("{}:{:?}:{:?}:{}", t.name, t.ty, t.default, t.required))
+            .collect()
+    };
+    let (lo, hi) = match a.since_version <= b.since_version {
+        true => (a.since_version, b.since_version),
+        false => (b.since_version, a.since_version),
+    };
+    let crosses = onnx_egraph::convert::SAME_SIGNATURE_OTHER_MEANING
+        .iter()
+        .any(|(o, v)| *o == a.name && lo < *v && *v <= hi);
+    !crosses && params(a) == params(b) && attrs(a) == attrs(b)
+}
+
+/// Expands every node (main graph, subgraphs, local function bodies) whose op the target lacks
+/// and whose schema has a context-independent body; returns the model and how many nodes.
+pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto, usize), String> {
+    let Some(model_opset) = version_in(&model.opset_import, "") else {
+        return Ok((model.clone(), 0));
+    };
+    let mut ops = BTreeSet::new();
+    if let Some(g) = &model.graph {
+        ops_in(g, &mut ops);
+    }
+    let by_rules = decomposed_by_rules();
+    let mut funcs: BTreeMap<FnKey, FunctionProto> = BTreeMap::new();
+    let mut out = model.clone();
+    let mut todo: Vec<String> = ops.into_iter().collect();
+    // Context-dependent bodies (Attention, RotaryEmbedding, LayerNormalization with its
+    // statistics outputs, ...): per node of the main graph, the recorded instance built for a
+    // node like it, if any.
+    if let Some(g) = out.graph.as_mut() {
+        let opsets: BTreeMap<String, i64> = [(String::new(), model_opset)].into();
+        let mut types: BTreeMap<String, onnx_proto::TypeProto> = BTreeMap::new();
+        for v in g.input.iter().chain(&g.output).chain(&g.value_info) {
+            if let (Some(n), Some(t)) = (&v.name, &v.r#type) {
+                types.insert(n.clone(), t.clone());
+            }
+        }
+        if let Ok(inferred) = onnx_schema::infer::infer_graph(g, &opsets) {
+            for (n, t) in inferred {
+                types.entry(n).or_insert(t);
+            }
+        }
+        for node in g.node.iter_mut() {
+            if !onnx_schema::normalize_domain(node.domain.as_deref().unwrap_or("")).is_empty() {
+                continue;
+            }
+            let op = node.op_type.clone().unwrap_or_default();
+            let several_outputs = node.output.iter().filter(|o| !o.is_empty()).count() > 1;
+            if (by_rules.contains(&op) && !several_outputs)
+                || UNSOUND_BODIES.iter().any(|(o, _)| *o == op)
+            {
+                continue;
+            }
+            let Some(schema) = lacking(&op, model_opset, target) else {
+                continue;
+            };
+            if schema.function_body(model_opset).is_some() {
+                continue;
+            }
+            let instances = schema.context_dependent_function_instances(model_opset);
+            let Some((k, inst)) = instances
+                .iter()
+                .enumerate()
+                .find(|(_, i)| instance_fits(node, i, schema, &types))
+            else {
+                continue;
+            };
+            let Some(body) = usable(inst.body.clone(), schema, model_opset) else {
+                continue;
+            };
+            todo.extend(body_ops(&body));
+            let name = format!("{op}#{k}");
+            funcs.insert(
+                (INSTANCE_DOMAIN.to_string(), name.clone(), String::new()),
+                body,
+            );
+            node.domain = Some(INSTANCE_DOMAIN.to_string());
+            node.op_type = Some(name);
+        }
+    }
+    // To a fixed point: a body's own ops may need their bodies.
+    let mut seen = BTreeSet::new();
+    while let Some(op) = todo.pop() {
+        if !seen.insert(op.clone())
+            || by_rules.contains(&op)
+            || UNSOUND_BODIES.iter().any(|(o, _)| *o == op)
+        {
+            continue;
+        }
+        let Some(body) = body_for(&op, model_opset, target) else {
+            continue;
+        };
+        todo.extend(body_ops(&body));
+        for domain in ["", "ai.onnx"] {
+            funcs.insert(
+                (domain.to_string(), op.clone(), String::new()),
+                body.clone(),
+            );
+        }
+    }
+    if funcs.is_empty() {
+        return Ok((model.clone(), 0));
+    }
+    let mut inl = Inliner::new(&funcs, model);
+    if let Some(g) = out.graph.as_mut() {
+        inl.graph(g, 0)?;
+    }
+    Ok((out, inl.calls()))
+}
+
+/// `expand-bodies`: a conversion's ops the target lacks written as their schema's body, then
+/// folded at the source opset with each If of a constant condition spliced (a body such as
+/// AffineGrid's picks its rank by an If), so the conversion after sees typed values. Bodies
+/// that do not pass type inference where the model does are not used (the conversion then
+/// refuses those nodes by name).
+pub(crate) struct ExpandBodies;
+
+impl super::Pass for ExpandBodies {
+    fn name(&self) -> &'static str {
+        "expand-bodies"
+    }
+
+    fn about(&self) -> &'static str {
+        "conversion only: ops the target opset lacks written as their schema's function body"
+    }
+
+    fn is_enabled(&self, cx: &super::PassContext<'_>) -> bool {
+        cx.conversion().is_some()
+    }
+
+    fn run(
+        &self,
+        model: &mut onnx_ir::Model,
+        cx: &mut super::PassContext<'_>,
+    ) -> Result<super::Changes, crate::Error> {
+        let Some((_, target)) = cx.conversion() else {
+            return Ok(super::Changes::new());
+        };
+        let original = model.to_proto();
+        let (proto, n) =
+            expand_for_target(&original, target).map_err(|msg| crate::Error::Optimize {
+                path: cx.origin.into(),
+                source: onnx_egraph::EGraphError::Unsupported(msg),
+            })?;
+        let infers = |p: &ModelProto| {
+            let opsets = onnx_schema::infer::opset_imports(&p.opset_import);
+            p.graph
+                .as_ref()
+                .is_some_and(|g| onnx_schema::infer::infer_graph(g, &opsets).is_ok())
+        };
+        // The bodies are used when they pass type inference, or when the model did not either.
+        let bodies_type = infers(&proto) || !infers(&original);
+        if n == 0 || !bodies_type {
+            return Ok(super::Changes::new());
+        }
+        *model = fold_constant_ifs(proto, cx)?;
+        Ok(super::Changes::from([("expanded_bodies", n)]))
+    }
+}
+
+/// A model with written-out function bodies, folded at its own opset, with each If of a
+/// constant condition replaced by its branch (at most four rounds).
+fn fold_constant_ifs(
+    mut proto: ModelProto,
+    cx: &super::PassContext<'_>,
+) -> Result<onnx_ir::Model, crate::Error> {
+    for _ in 0..4 {
+        let folded = cx.optimizer.fold_only(&cx.to_ir(proto)?, cx.origin)?;
+        proto = folded.to_proto();
+        if super::if_const::splice_constant_ifs(&mut proto) == 0 {
+            break;
+        }
+    }
+    cx.to_ir(proto)
+}

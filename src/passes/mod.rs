@@ -1,0 +1,346 @@
+//! Passes: everything that changes a model, each with a name, run in the order a pipeline file
+//! declares (`[[pass]]`), as rustc's MIR pass manager runs a suite.
+//!
+//! A pass implements [`Pass`]: a name (what pipeline files write and what the report keys its
+//! effect by), when it is enabled (a conversion-only pass is off without a target opset), and
+//! `run` on the IR. [`run_passes`] is the driver: it runs the list, records each pass's effect
+//! in one list of the report ([`PassRun`]), and with validation on (debug builds, tests, and
+//! `ONNX_OPT_VALIDATE_PASSES=1`) runs the checker after every pass and names the pass that
+//! broke a model the checker accepted.
+//!
+//! The passes, in the order the built-in pipelines run them:
+//!
+//! | name | module | what |
+//! |---|---|---|
+//! | `expand-bodies` | [`expand`] | conversion: ops the target lacks written as their schema's body |
+//! | `convert-functions` | [`functions`], [`inline`] | conversion: local functions converted in place, else inlined |
+//! | `saturate` | [`saturate`] | the e-graph: lift, fold, the pipeline's phases (and the version phase), extract |
+//! | `splice-constant-ifs` | [`if_const`] | an If with a constant condition becomes its branch; saturate again |
+//! | `saturate-at-target` | [`saturate`] | conversion up: the phases again at the target opset |
+//! | `merge-sibling-matmuls` | [`sibling_matmul`] | MatMuls over one input become one MatMul and a Split |
+//! | `merge-sibling-convs` | [`sibling_conv`] | Convs over one input become one Conv and a Split (node-count cost only) |
+//!
+//! Only `saturate` and `saturate-at-target` rewrite with rules (which the prover covers); the
+//! others exist for what extraction cannot choose, and their headers say why.
+//!
+//! Layer: above the IR, the e-graph and the rule loading (`crate::rules`); below the optimizer's
+//! builder (`crate::optimizer`), which owns the settings a [`PassContext`] lends them.
+//!
+//! The proto passes still convert the IR to the protobuf and back inside `run` (the driver no
+//! longer does so between passes): porting them onto the IR is the next step.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use onnx_egraph::{OptimizeReport, Phase};
+use onnx_ir::Model;
+
+use crate::optimizer::Optimizer;
+use crate::Error;
+
+pub(crate) mod expand;
+pub(crate) mod functions;
+pub(crate) mod if_const;
+pub(crate) mod inline;
+pub(crate) mod saturate;
+pub(crate) mod sibling_conv;
+pub(crate) mod sibling_matmul;
+
+/// What a pass changed, by kind (`"spliced_ifs" -> 2`); empty when it changed nothing.
+pub(crate) type Changes = BTreeMap<&'static str, usize>;
+
+/// One pass: a named step over the IR.
+pub(crate) trait Pass: Sync {
+    /// The name pipeline files write and the report keys the pass's effect by.
+    fn name(&self) -> &'static str;
+    /// One line saying what it does (`onnx-opt pipelines` prints it).
+    fn about(&self) -> &'static str;
+    /// Whether the pass runs in this context (the default: always).
+    fn is_enabled(&self, _cx: &PassContext<'_>) -> bool {
+        true
+    }
+    /// Runs the pass on the model.
+    fn run(&self, model: &mut Model, cx: &mut PassContext<'_>) -> Result<Changes, Error>;
+}
+
+/// Every pass, in the order the built-in pipelines run them.
+pub(crate) const PASSES: &[&dyn Pass] = &[
+    &expand::ExpandBodies,
+    &functions::ConvertFunctions,
+    &saturate::Saturate,
+    &if_const::SpliceConstantIfs,
+    &saturate::SaturateAtTarget,
+    &sibling_matmul::MergeSiblingMatMuls,
+    &sibling_conv::MergeSiblingConvs,
+];
+
+/// The pass of a name.
+pub(crate) fn pass_named(name: &str) -> Option<&'static dyn Pass> {
+    PASSES.iter().copied().find(|p| p.name() == name)
+}
+
+/// The names of every pass, for error messages and `onnx-opt pipelines`.
+pub fn pass_names() -> Vec<&'static str> {
+    PASSES.iter().map(|p| p.name()).collect()
+}
+
+/// Every pass with one line saying what it does, in the order the built-in pipelines run them.
+pub fn pass_table() -> Vec<(&'static str, &'static str)> {
+    PASSES.iter().map(|p| (p.name(), p.about())).collect()
+}
+
+/// One entry of a pipeline's pass list.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PassSpec {
+    /// The pass (`onnx-opt pipelines` lists them).
+    pub name: String,
+    /// Run only when this earlier pass changed the model (a conversion splices constant Ifs
+    /// only where it wrote function bodies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_changed: Option<String>,
+}
+
+impl PassSpec {
+    /// An unconditional entry.
+    pub fn named(name: &str) -> PassSpec {
+        PassSpec {
+            name: name.to_string(),
+            if_changed: None,
+        }
+    }
+}
+
+/// What one pass did: its runs, what it changed by kind, and its time.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PassRun {
+    /// The pass.
+    #[serde(skip)]
+    pub name: String,
+    /// Whether it was enabled (a conversion-only pass is not without a target opset).
+    pub ran: bool,
+    /// What it changed, by kind; empty when nothing.
+    pub changes: BTreeMap<String, usize>,
+    /// Milliseconds it took.
+    pub ms: f64,
+}
+
+impl PassRun {
+    /// The count of one kind of change (0 when none).
+    pub fn count(&self, what: &str) -> usize {
+        self.changes.get(what).copied().unwrap_or(0)
+    }
+}
+
+/// The passes' runs in pipeline order, serialized as a map from pass name to its run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PassRuns(pub Vec<PassRun>);
+
+impl PassRuns {
+    /// The run of a pass, if the pipeline has it.
+    pub fn get(&self, name: &str) -> Option<&PassRun> {
+        self.0.iter().find(|r| r.name == name)
+    }
+
+    /// The count of one kind of change of one pass (0 when the pass did not run or changed
+    /// nothing of that kind).
+    pub fn count(&self, pass: &str, what: &str) -> usize {
+        self.get(pass).map_or(0, |r| r.count(what))
+    }
+
+    /// The runs in order.
+    pub fn iter(&self) -> impl Iterator<Item = &PassRun> {
+        self.0.iter()
+    }
+}
+
+impl serde::Serialize for PassRuns {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for r in &self.0 {
+            map.serialize_entry(&r.name, r)?;
+        }
+        map.end()
+    }
+}
+
+/// What passes share: the optimizer's settings, the phases, the rules bisection keeps, and what
+/// the passes before did.
+pub(crate) struct PassContext<'a> {
+    /// The settings (target opset, cost, folding, rules).
+    pub optimizer: &'a Optimizer,
+    /// The saturation phases of the pipeline, with the version phase last under a target.
+    pub phases: &'a [Phase],
+    /// Bisection: only these rules run (all when `None`).
+    pub keep: Option<&'a BTreeSet<String>>,
+    /// Names the model in errors.
+    pub origin: &'a str,
+    /// The input's default-domain opset.
+    pub source_opset: Option<i64>,
+    /// The e-graph's report, merged over every saturation.
+    pub egraph: Option<OptimizeReport>,
+    /// The passes run so far.
+    pub runs: PassRuns,
+}
+
+impl PassContext<'_> {
+    /// The conversion's target, when it differs from the source opset.
+    pub fn conversion(&self) -> Option<(i64, i64)> {
+        match (self.source_opset, self.optimizer.target()) {
+            (Some(s), Some(t)) if s != t => Some((s, t)),
+            _ => None,
+        }
+    }
+
+    /// Converting to a later opset with the built-in rules: the version phase runs alone first
+    /// and the pipeline's phases again at the target (`saturate-at-target`).
+    pub fn converting_up(&self) -> bool {
+        matches!(self.conversion(), Some((s, t)) if t > s) && self.optimizer.uses_builtin_rules()
+    }
+
+    /// Whether a pass that ran before changed the model.
+    pub fn changed(&self, pass: &str) -> bool {
+        self.runs
+            .get(pass)
+            .is_some_and(|r| r.changes.values().any(|&n| n > 0))
+    }
+
+    /// Runs saturation phases on a model and merges their report into the context's; returns
+    /// the model and how many times rules fired (main graph and subgraphs).
+    pub fn saturate(&mut self, model: &Model, phases: &[Phase]) -> Result<(Model, usize), Error> {
+        let (out, report) = self
+            .optimizer
+            .run_phases(model, phases, self.keep, self.origin)?;
+        let fired = report
+            .main
+            .phases
+            .iter()
+            .flat_map(|p| p.firings.values())
+            .chain(report.subgraph_firings.values())
+            .sum();
+        self.egraph = Some(match self.egraph.take() {
+            None => report,
+            Some(first) => merge_runs(first, report),
+        });
+        Ok((out, fired))
+    }
+
+    /// An IR model of a protobuf, errors naming the model.
+    pub fn to_ir(&self, proto: onnx_proto::ModelProto) -> Result<Model, Error> {
+        Model::from_proto(proto).map_err(|source| Error::Ir {
+            path: self.origin.into(),
+            source,
+        })
+    }
+}
+
+/// Runs a pipeline's passes over a model. With `validate`, the checker runs after every pass
+/// and a pass that makes a model the checker accepted fail it is an error naming the pass.
+pub(crate) fn run_passes(
+    model: &Model,
+    specs: &[PassSpec],
+    cx: &mut PassContext<'_>,
+    validate: bool,
+) -> Result<Model, Error> {
+    let mut model = model.clone();
+    let mut valid = validate && onnx_ir::check_model(&model).is_ok();
+    for spec in specs {
+        let pass = pass_named(&spec.name).ok_or_else(|| Error::Pipeline {
+            origin: cx.origin.to_string(),
+            message: format!("no pass named '{}'", spec.name),
+        })?;
+        let enabled =
+            pass.is_enabled(cx) && spec.if_changed.as_deref().is_none_or(|p| cx.changed(p));
+        let t = Instant::now();
+        let changes = match enabled {
+            true => pass.run(&mut model, cx)?,
+            false => Changes::new(),
+        };
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        match cx.runs.0.iter_mut().find(|r| r.name == spec.name) {
+            Some(run) => {
+                run.ran |= enabled;
+                run.ms += ms;
+                for (k, n) in changes {
+                    *run.changes.entry(k.to_string()).or_default() += n;
+                }
+            }
+            None => cx.runs.0.push(PassRun {
+                name: spec.name.clone(),
+                ran: enabled,
+                changes: changes
+                    .into_iter()
+                    .map(|(k, n)| (k.to_string(), n))
+                    .collect(),
+                ms,
+            }),
+        }
+        if valid && enabled {
+            if let Err(errors) = onnx_ir::check_model(&model) {
+                return Err(Error::PassBrokeModel {
+                    pass: spec.name.clone(),
+                    errors: errors.iter().map(ToString::to_string).collect(),
+                });
+            }
+            valid = true;
+        }
+    }
+    Ok(model)
+}
+
+/// The line the summary table gives a pass's effect, if it changed something.
+pub(crate) fn describe(run: &PassRun) -> Option<String> {
+    let n = |k: &str| run.count(k);
+    let line = match run.name.as_str() {
+        "convert-functions" if n("inlined_calls") > 0 => format!(
+            "local functions: {} call(s) inlined to change the opset; {} function(s) removed (no call left)",
+            n("inlined_calls"),
+            n("inlined_functions")
+        ),
+        "convert-functions" if n("functions_converted") > 0 => format!(
+            "local functions: {} converted in place to the target opset",
+            n("functions_converted")
+        ),
+        "expand-bodies" if n("expanded_bodies") > 0 => format!(
+            "function bodies: {} node(s) of ops the target lacks written as their schema's body",
+            n("expanded_bodies")
+        ),
+        "splice-constant-ifs" if n("spliced_ifs") > 0 => format!(
+            "if: {} If node(s) with a constant condition replaced by the branch taken",
+            n("spliced_ifs")
+        ),
+        "merge-sibling-matmuls" if n("merged_matmuls") > 0 => format!(
+            "matmuls: {} MatMul node(s) merged into a sibling that reads the same input",
+            n("merged_matmuls")
+        ),
+        "merge-sibling-convs" if n("merged_convs") > 0 => format!(
+            "convs: {} Conv node(s) merged into a sibling that reads the same input",
+            n("merged_convs")
+        ),
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The report of two optimizations of one model, the second on the first's result: the input's
+/// figures come from the first, the phases of both in order, everything else from the second.
+fn merge_runs(first: OptimizeReport, second: OptimizeReport) -> OptimizeReport {
+    let mut out = second;
+    let mut phases = first.main.phases;
+    phases.append(&mut out.main.phases);
+    out.main.phases = phases;
+    out.main.nodes_before = first.main.nodes_before;
+    out.main.estimate_before = first.main.estimate_before;
+    out.main.lift_seconds += first.main.lift_seconds;
+    out.main.saturate_seconds += first.main.saturate_seconds;
+    out.main.extract_seconds += first.main.extract_seconds;
+    out.subgraphs += first.subgraphs;
+    for (rule, n) in first.subgraph_firings {
+        *out.subgraph_firings.entry(rule).or_default() += n;
+    }
+    let mut refusals = first.subgraph_refusals;
+    refusals.append(&mut out.subgraph_refusals);
+    out.subgraph_refusals = refusals;
+    out
+}

@@ -1,0 +1,73 @@
+//! The e-graph passes: `saturate` lifts the model into the e-graph, folds, runs the pipeline's
+//! phases (with the version phase last under a target opset) and extracts; `saturate-at-target`
+//! runs the phases again after a conversion up, where the rules see the target's ops (a fusion
+//! into LayerNormalization needs the pattern before other rules rewrote it).
+//!
+//! Every rewrite these passes make is a rule (text, `RustRule` or raw egg rewrite), so `rules
+//! list`, `rules explain` and the prover cover them.
+
+use onnx_ir::Model;
+
+use super::{Changes, Pass, PassContext};
+use crate::Error;
+
+/// `saturate`: the pipeline's phases. Converting up, the version phase alone (the phases run
+/// again at the target in `saturate-at-target`).
+pub(crate) struct Saturate;
+
+impl Pass for Saturate {
+    fn name(&self) -> &'static str {
+        "saturate"
+    }
+
+    fn about(&self) -> &'static str {
+        "the e-graph: lift, fold, the phases (and the version phase under a target opset), extract"
+    }
+
+    fn run(&self, model: &mut Model, cx: &mut PassContext<'_>) -> Result<Changes, Error> {
+        let phases = cx.phases;
+        let phases = match cx.converting_up() {
+            true => &phases[phases.len() - 1..],
+            false => phases,
+        };
+        let (out, fired) = cx.saturate(model, phases)?;
+        *model = out;
+        Ok(Changes::from([("rule_firings", fired)]))
+    }
+}
+
+/// `saturate-at-target`: after a conversion up, the pipeline's phases again (for the `convert`
+/// pipeline, which has none, the built-in fusions into ops the source opset lacks).
+pub(crate) struct SaturateAtTarget;
+
+impl Pass for SaturateAtTarget {
+    fn name(&self) -> &'static str {
+        "saturate-at-target"
+    }
+
+    fn about(&self) -> &'static str {
+        "conversion up only: the phases again at the target opset, where the rules see its ops"
+    }
+
+    fn is_enabled(&self, cx: &PassContext<'_>) -> bool {
+        cx.converting_up()
+    }
+
+    fn run(&self, model: &mut Model, cx: &mut PassContext<'_>) -> Result<Changes, Error> {
+        let Some((s, t)) = cx.conversion() else {
+            return Ok(Changes::new());
+        };
+        let again = match cx.optimizer.pipeline_spec().phases.is_empty() {
+            false => cx.optimizer.pipeline_phases()?,
+            true => crate::rules::upward_fusion_phase(s, t)?
+                .into_iter()
+                .collect(),
+        };
+        if again.is_empty() {
+            return Ok(Changes::new());
+        }
+        let (out, fired) = cx.saturate(model, &again)?;
+        *model = out;
+        Ok(Changes::from([("rule_firings", fired)]))
+    }
+}
