@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use onnx_ir::Model;
 
+use crate::model::{load_ir, Loaded};
 use crate::{Error, Optimizer, Report};
 
 /// The figures of one run on files, for the table and `--report`: the optimizer's [`Report`]
@@ -31,33 +32,6 @@ pub struct Outcome {
     /// What the optimizer did (its fields appear at the top level of `--report`).
     #[serde(flatten)]
     pub report: Report,
-}
-
-/// A model loaded for optimization.
-pub struct Loaded {
-    /// The proto, with external data mapped in as `raw_data`.
-    pub proto: onnx_proto::LoadedModel,
-    /// The IR of the model.
-    pub model: Model,
-    /// Whether the file stored any tensor externally.
-    pub had_external: bool,
-}
-
-/// Loads a model file into the IR, with external data mapped in; returns the proto too.
-pub fn load_ir(path: &Path) -> Result<Loaded, Error> {
-    let mut loaded = crate::model::load_proto(path)?;
-    let had_external = onnx_proto::any_external(&loaded.model);
-    let (dir, p) = (loaded.dir.clone(), loaded.path.clone());
-    onnx_proto::inline_external_data(&mut loaded.model, &dir, &p)?;
-    let model = Model::from_proto(loaded.model.clone()).map_err(|source| Error::Ir {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(Loaded {
-        proto: loaded,
-        model,
-        had_external,
-    })
 }
 
 /// Refuses a model that fails the checker, listing every problem.

@@ -57,11 +57,9 @@ mod rust_rule;
 pub mod testing;
 mod verify;
 
-pub use files::{
-    check_ir, checker_warnings, load_ir, optimize_file, render_table, Loaded, Outcome,
-};
+pub use files::{check_ir, checker_warnings, optimize_file, render_table, Outcome};
 pub use info::{elem_type_name, type_to_string, ModelInfo};
-pub use model::{is_text_model, load_proto, save_proto};
+pub use model::{is_text_model, load_ir, load_proto, save_proto, Loaded};
 /// What a Rust rule's guard and right side see and build with.
 pub use onnx_egraph::{RustMatch, RustOp, RustRhs, Val};
 pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
@@ -191,7 +189,7 @@ pub enum Error {
 /// Loads a model file, binary (`.onnx`, external data mapped in) or text (the ONNX text
 /// syntax, told apart by its `.onnxtxt`/`.txt` extension or its leading `<`).
 pub fn load(path: impl AsRef<Path>) -> Result<Model, Error> {
-    Ok(files::load_ir(path.as_ref())?.model)
+    Ok(model::load_ir(path.as_ref())?.model)
 }
 
 /// Decodes a model from bytes, binary or text. External data is not resolved (there is no

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use onnx_ir::Model;
 use onnx_proto::{LoadedModel, ModelProto};
 
 use crate::Error;
@@ -33,7 +34,7 @@ pub fn parse_text_model(text: &str, origin: &Path) -> Result<ModelProto, Error> 
 }
 
 /// Loads a model file in either form. A binary file is memory-mapped (its external data stays
-/// external until [`crate::files::load_ir`] maps it in); a text file is parsed.
+/// external until [`load_ir`] maps it in); a text file is parsed.
 pub fn load_proto(path: &Path) -> Result<LoadedModel, Error> {
     let head = read_head(path)?;
     if !is_text_model(path, &head) {
@@ -113,6 +114,33 @@ pub fn save_proto(
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         io(e)
+    })
+}
+
+/// A model loaded for optimization.
+pub struct Loaded {
+    /// The proto, with external data mapped in as `raw_data`.
+    pub proto: onnx_proto::LoadedModel,
+    /// The IR of the model.
+    pub model: Model,
+    /// Whether the file stored any tensor externally.
+    pub had_external: bool,
+}
+
+/// Loads a model file into the IR, with external data mapped in; returns the proto too.
+pub fn load_ir(path: &Path) -> Result<Loaded, Error> {
+    let mut loaded = load_proto(path)?;
+    let had_external = onnx_proto::any_external(&loaded.model);
+    let (dir, p) = (loaded.dir.clone(), loaded.path.clone());
+    onnx_proto::inline_external_data(&mut loaded.model, &dir, &p)?;
+    let model = Model::from_proto(loaded.model.clone()).map_err(|source| Error::Ir {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Loaded {
+        proto: loaded,
+        model,
+        had_external,
     })
 }
 

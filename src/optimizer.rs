@@ -14,7 +14,7 @@ use onnx_egraph::{CostKind, FoldOptions, OptimizeOptions, OptimizeReport, Phase,
 use onnx_ir::Model;
 
 use crate::info::ModelInfo;
-use crate::passes::{run_passes, PassContext, PassRuns};
+use crate::passes::{run_passes, PassContext, PassHost, PassRuns};
 use crate::pipeline::{Extra, Pipeline};
 use crate::verify::{compare_models_on, Checked, InputSet, Mismatch, Tolerance};
 use crate::Error;
@@ -383,7 +383,7 @@ impl Optimizer {
         origin: &str,
     ) -> Result<(Model, OptimizeReport, PassRuns), Error> {
         let mut cx = PassContext {
-            optimizer: self,
+            host: self,
             phases,
             keep,
             origin,
@@ -417,7 +417,7 @@ impl Optimizer {
         let origin = crate::model_origin(model);
         let phases = self.phases()?;
         let mut cx = PassContext {
-            optimizer: self,
+            host: self,
             phases: &phases,
             keep: None,
             origin: &origin,
@@ -432,55 +432,6 @@ impl Optimizer {
             message: format!("no pass named '{name}'"),
         })?;
         Ok((out, run))
-    }
-
-    /// The default-domain opset a conversion targets.
-    pub(crate) fn target(&self) -> Option<i64> {
-        self.target_opset
-    }
-
-    /// Whether the built-in rules run (the version phase is one of them).
-    pub(crate) fn uses_builtin_rules(&self) -> bool {
-        !self.extra.no_builtin
-    }
-
-    /// The pipeline's own phases (without the version phase), rules parsed and checked.
-    pub(crate) fn pipeline_phases(&self) -> Result<Vec<Phase>, Error> {
-        self.pipeline.phases(&self.extra)
-    }
-
-    /// The extraction cost model in effect.
-    pub(crate) fn cost_kind(&self) -> CostKind {
-        self.cost.unwrap_or_else(|| self.pipeline.cost.into())
-    }
-
-    /// Folds a model at its own opset: lift, fold, extract, no rule.
-    pub(crate) fn fold_only(&self, model: &Model, origin: &str) -> Result<Model, Error> {
-        let options = OptimizeOptions {
-            target_opset: None,
-            ..self.options(Vec::new())
-        };
-        onnx_egraph::optimize_model(model, options)
-            .map(|(m, _)| m)
-            .map_err(|source| Error::Optimize {
-                path: origin.into(),
-                source,
-            })
-    }
-
-    /// Saturation phases on a model (only the rules in `keep`, when given).
-    pub(crate) fn run_phases(
-        &self,
-        model: &Model,
-        phases: &[Phase],
-        keep: Option<&BTreeSet<String>>,
-        origin: &str,
-    ) -> Result<(Model, OptimizeReport), Error> {
-        let phases = phases.iter().map(|p| restrict(p, keep)).collect();
-        onnx_egraph::optimize_model(model, self.options(phases)).map_err(|source| Error::Optimize {
-            path: origin.into(),
-            source,
-        })
     }
 
     fn differs(
@@ -546,6 +497,62 @@ impl Optimizer {
             }
         }
         Some(order[hi - 1].clone())
+    }
+}
+
+impl PassHost for Optimizer {
+    fn target(&self) -> Option<i64> {
+        self.target_opset
+    }
+
+    fn uses_builtin_rules(&self) -> bool {
+        !self.extra.no_builtin
+    }
+
+    fn has_phases(&self) -> bool {
+        !self.pipeline.phases.is_empty()
+    }
+
+    fn pipeline_phases(&self) -> Result<Vec<Phase>, Error> {
+        self.pipeline.phases(&self.extra)
+    }
+
+    fn cost_kind(&self) -> CostKind {
+        self.cost.unwrap_or_else(|| self.pipeline.cost.into())
+    }
+
+    fn fold_only(&self, model: &Model, origin: &str) -> Result<Model, Error> {
+        let options = OptimizeOptions {
+            target_opset: None,
+            ..self.options(Vec::new())
+        };
+        onnx_egraph::optimize_model(model, options)
+            .map(|(m, _)| m)
+            .map_err(|source| Error::Optimize {
+                path: origin.into(),
+                source,
+            })
+    }
+
+    fn run_phases(
+        &self,
+        model: &Model,
+        phases: &[Phase],
+        keep: Option<&BTreeSet<String>>,
+        origin: &str,
+    ) -> Result<(Model, OptimizeReport), Error> {
+        let phases = phases.iter().map(|p| restrict(p, keep)).collect();
+        onnx_egraph::optimize_model(model, self.options(phases)).map_err(|source| Error::Optimize {
+            path: origin.into(),
+            source,
+        })
+    }
+
+    fn convert_unit(&self, target: i64, model: &Model) -> Result<Model, Error> {
+        Optimizer::converter(target)
+            .check(0)
+            .optimize(model)
+            .map(|out| out.model)
     }
 }
 

@@ -61,7 +61,7 @@ fn run_err(model: &Path, message: String) -> Error {
 
 /// Runs `model_path` as configured.
 pub fn run_file(model_path: &Path, cfg: &RunConfig) -> Result<RunOutcome, Error> {
-    let loaded = crate::files::load_ir(model_path)?;
+    let loaded = crate::model::load_ir(model_path)?;
     let model = &loaded.proto.model;
     let session = Session::new(model).map_err(|e| run_err(model_path, e.to_string()))?;
     let inputs = read_inputs(model_path, model, cfg)?;

@@ -4,8 +4,8 @@
 
 mod check;
 mod convert;
+mod dev_models;
 mod fuzz;
-mod pipeline;
 mod pipelines;
 mod rules;
 

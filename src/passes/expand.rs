@@ -419,7 +419,7 @@ fn fold_constant_ifs(
     cx: &super::PassContext<'_>,
 ) -> Result<onnx_ir::Model, crate::Error> {
     for _ in 0..4 {
-        let folded = cx.optimizer.fold_only(&cx.to_ir(proto)?, cx.origin)?;
+        let folded = cx.host.fold_only(&cx.to_ir(proto)?, cx.origin)?;
         proto = folded.to_proto();
         if super::if_const::splice_constant_ifs(&mut proto) == 0 {
             break;

@@ -361,21 +361,19 @@ impl super::Pass for ConvertFunctions {
             source: onnx_egraph::EGraphError::Unsupported(msg),
         };
         let current = model.to_proto();
+        let host = cx.host;
         let unit = |m: &ModelProto| -> Result<ModelProto, String> {
             let m = onnx_ir::Model::from_proto(m.clone()).map_err(|e| e.to_string())?;
-            let done = crate::Optimizer::converter(target)
-                .check(0)
-                .optimize(&m)
-                .map_err(|e| {
-                    let mut msg = e.to_string();
-                    let mut src = std::error::Error::source(&e);
-                    while let Some(x) = src {
-                        msg.push_str(&format!(": {x}"));
-                        src = x.source();
-                    }
-                    msg
-                })?;
-            Ok(done.model.to_proto())
+            let done = host.convert_unit(target, &m).map_err(|e| {
+                let mut msg = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(x) = src {
+                    msg.push_str(&format!(": {x}"));
+                    src = x.source();
+                }
+                msg
+            })?;
+            Ok(done.to_proto())
         };
         match convert_in_place(&current, target, &unit).map_err(unsupported)? {
             Some((proto, done)) => {

@@ -24,7 +24,8 @@
 //! others exist for what extraction cannot choose, and their headers say why.
 //!
 //! Layer: above the IR, the e-graph and the rule loading (`crate::rules`); below the optimizer's
-//! builder (`crate::optimizer`), which owns the settings a [`PassContext`] lends them.
+//! builder (`crate::optimizer`), which implements [`PassHost`] and lends it to the passes
+//! through a [`PassContext`]: no pass imports the optimizer.
 //!
 //! The proto passes still convert the IR to the protobuf and back inside `run` (the driver no
 //! longer does so between passes): porting them onto the IR is the next step.
@@ -32,10 +33,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use onnx_egraph::{OptimizeReport, Phase};
+use onnx_egraph::{CostKind, OptimizeReport, Phase};
 use onnx_ir::Model;
 
-use crate::optimizer::Optimizer;
 use crate::Error;
 
 pub(crate) mod expand;
@@ -165,11 +165,38 @@ impl serde::Serialize for PassRuns {
     }
 }
 
+/// What the passes need from the optimizer that runs them: its settings and its e-graph runs.
+pub(crate) trait PassHost {
+    /// The default-domain opset a conversion targets.
+    fn target(&self) -> Option<i64>;
+    /// Whether the built-in rules run (the version phase is one of them).
+    fn uses_builtin_rules(&self) -> bool;
+    /// Whether the pipeline has saturation phases of its own.
+    fn has_phases(&self) -> bool;
+    /// The pipeline's own phases (without the version phase), rules parsed and checked.
+    fn pipeline_phases(&self) -> Result<Vec<Phase>, Error>;
+    /// The extraction cost model in effect.
+    fn cost_kind(&self) -> CostKind;
+    /// Folds a model at its own opset: lift, fold, extract, no rule.
+    fn fold_only(&self, model: &Model, origin: &str) -> Result<Model, Error>;
+    /// Saturation phases on a model (only the rules in `keep`, when given).
+    fn run_phases(
+        &self,
+        model: &Model,
+        phases: &[Phase],
+        keep: Option<&BTreeSet<String>>,
+        origin: &str,
+    ) -> Result<(Model, OptimizeReport), Error>;
+    /// A model converted to default-domain opset `target` by the `convert` pipeline, unchecked
+    /// (a model-local function's body, converted in place).
+    fn convert_unit(&self, target: i64, model: &Model) -> Result<Model, Error>;
+}
+
 /// What passes share: the optimizer's settings, the phases, the rules bisection keeps, and what
 /// the passes before did.
 pub(crate) struct PassContext<'a> {
-    /// The settings (target opset, cost, folding, rules).
-    pub optimizer: &'a Optimizer,
+    /// The settings (target opset, cost, folding, rules) and the e-graph runs.
+    pub host: &'a dyn PassHost,
     /// The saturation phases of the pipeline, with the version phase last under a target.
     pub phases: &'a [Phase],
     /// Bisection: only these rules run (all when `None`).
@@ -187,7 +214,7 @@ pub(crate) struct PassContext<'a> {
 impl PassContext<'_> {
     /// The conversion's target, when it differs from the source opset.
     pub fn conversion(&self) -> Option<(i64, i64)> {
-        match (self.source_opset, self.optimizer.target()) {
+        match (self.source_opset, self.host.target()) {
             (Some(s), Some(t)) if s != t => Some((s, t)),
             _ => None,
         }
@@ -196,7 +223,7 @@ impl PassContext<'_> {
     /// Converting to a later opset with the built-in rules: the version phase runs alone first
     /// and the pipeline's phases again at the target (`saturate-at-target`).
     pub fn converting_up(&self) -> bool {
-        matches!(self.conversion(), Some((s, t)) if t > s) && self.optimizer.uses_builtin_rules()
+        matches!(self.conversion(), Some((s, t)) if t > s) && self.host.uses_builtin_rules()
     }
 
     /// Whether a pass that ran before changed the model.
@@ -210,7 +237,7 @@ impl PassContext<'_> {
     /// the model and how many times rules fired (main graph and subgraphs).
     pub fn saturate(&mut self, model: &Model, phases: &[Phase]) -> Result<(Model, usize), Error> {
         let (out, report) = self
-            .optimizer
+            .host
             .run_phases(model, phases, self.keep, self.origin)?;
         let fired = report
             .main

@@ -57,8 +57,8 @@ impl Pass for SaturateAtTarget {
         let Some((s, t)) = cx.conversion() else {
             return Ok(Changes::new());
         };
-        let again = match cx.optimizer.pipeline_spec().phases.is_empty() {
-            false => cx.optimizer.pipeline_phases()?,
+        let again = match !cx.host.has_phases() {
+            false => cx.host.pipeline_phases()?,
             true => crate::rules::upward_fusion_phase(s, t)?
                 .into_iter()
                 .collect(),

@@ -608,7 +608,7 @@ impl super::Pass for MergeSiblingConvs {
     }
 
     fn is_enabled(&self, cx: &super::PassContext<'_>) -> bool {
-        cx.optimizer.cost_kind() == onnx_egraph::CostKind::NodeCount
+        cx.host.cost_kind() == onnx_egraph::CostKind::NodeCount
     }
 
     fn run(

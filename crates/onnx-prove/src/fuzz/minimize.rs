@@ -8,7 +8,7 @@ use onnx_ir::Model;
 use onnx_proto::{ModelProto, NodeProto};
 
 use super::{check_case, FailedCheck, FuzzCase, Verdict};
-use crate::gen::control::outer_reads;
+use crate::gen::scope::outer_reads;
 use onnx_opt::Optimizer;
 
 /// The smallest case found (by dropping outputs and what only they used) that still fails

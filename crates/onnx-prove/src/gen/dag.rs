@@ -19,7 +19,7 @@ use onnx_rules::ir::Rule;
 use onnx_rules::params::{logical_params, ParamLoc};
 use onnx_schema::{OpSchema, ParamOption};
 
-use super::control::outer_reads;
+use super::scope::outer_reads;
 use super::{
     dtype_of_type_str, AState, AVal, AttrSlot, Gen, GenStart, GenValue, Instance, Loc, OpCall,
     Reject, Slot, ValueKind,

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use onnx_proto::attribute_proto::AttributeType;
 use onnx_proto::{AttributeProto, FunctionProto, NodeProto, OperatorSetIdProto};
 
-use super::control::{node_reads, ValueType, LOCAL_DOMAIN};
+use super::scope::{node_reads, ValueType, LOCAL_DOMAIN};
 use super::{Gen, Reject, ValueKind};
 
 /// A model-local function with what a further call needs.

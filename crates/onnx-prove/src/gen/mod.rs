@@ -23,6 +23,7 @@ pub(crate) mod dag;
 mod function;
 mod leaf;
 mod node;
+pub(crate) mod scope;
 mod seq;
 
 /// Tensors larger than this are not generated (instances stay small and fast).
