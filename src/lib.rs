@@ -64,7 +64,7 @@ pub use model::{is_text_model, load_ir, load_proto, save_proto, Loaded};
 pub use onnx_egraph::{RustMatch, RustOp, RustRhs, Val};
 pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
 pub use passes::{pass_names, pass_table, PassRun, PassRuns, PassSpec};
-pub use pipeline::{CostChoice, PhaseSpec, Pipeline, BUILTIN_PIPELINES};
+pub use pipeline::{PhaseSpec, Pipeline, BUILTIN_PIPELINES};
 pub use rules::{
     load_rule_files, load_rule_set, read_rule_file, rule_phases, RuleSelection, BUILTIN_RULE_FILES,
     VERSION_RULE_FILES,
@@ -164,9 +164,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Rule files with errors: the rendering of every error of every file.
-    #[error("{0}")]
-    Rules(String),
+    /// Rule files (or rules written in Rust) with errors: every file's diagnostics, each with
+    /// its path and spans (`RulesError::diagnostics`); displayed as their renderings.
+    #[error("{}", render_rule_errors(.0))]
+    Rules(Vec<onnx_rules::RulesError>),
+    /// A rule written in Rust that the e-graph refuses (its right side is not `extern`, ...).
+    #[error("rust rule {rule}: {source}")]
+    RustRule {
+        /// The rule's name.
+        rule: String,
+        /// Why.
+        #[source]
+        source: Box<onnx_egraph::EGraphError>,
+    },
     /// A pipeline that does not parse or names what does not exist.
     #[error("pipeline {origin}: {message}")]
     Pipeline {
@@ -269,6 +279,14 @@ pub fn run(
         path: origin(),
         message: e.to_string(),
     })
+}
+
+fn render_rule_errors(errors: &[onnx_rules::RulesError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 pub(crate) fn model_origin(model: &Model) -> String {

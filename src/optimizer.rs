@@ -305,7 +305,7 @@ impl Optimizer {
                 .fold
                 .clone()
                 .unwrap_or_else(|| self.pipeline.fold_options()),
-            cost: self.cost.unwrap_or_else(|| self.pipeline.cost.into()),
+            cost: self.cost.unwrap_or(self.pipeline.cost),
             phases,
             target_opset: self.target_opset,
         }
@@ -518,7 +518,7 @@ impl PassHost for Optimizer {
     }
 
     fn cost_kind(&self) -> CostKind {
-        self.cost.unwrap_or_else(|| self.pipeline.cost.into())
+        self.cost.unwrap_or(self.pipeline.cost)
     }
 
     fn fold_only(&self, model: &Model, origin: &str) -> Result<Model, Error> {

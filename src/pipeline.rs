@@ -50,24 +50,38 @@ pub const BUILTIN_PIPELINES: &[(&str, &str)] = &[
     ("convert", include_str!("../rules/pipelines/convert.toml")),
 ];
 
-/// Extraction cost model, as written in a pipeline file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CostChoice {
-    /// Estimated latency from shapes.
-    #[default]
-    Latency,
-    /// Plain node count.
-    Nodes,
-}
+/// The cost model's name in a pipeline file (`"latency"` or `"nodes"`), read into the e-graph's
+/// [`CostKind`] itself (one type for both).
+mod cost_name {
+    use onnx_egraph::CostKind;
 
-impl From<CostChoice> for CostKind {
-    fn from(c: CostChoice) -> CostKind {
-        match c {
-            CostChoice::Latency => CostKind::Latency,
-            CostChoice::Nodes => CostKind::NodeCount,
+    pub fn serialize<S: serde::Serializer>(c: &CostKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(name(*c))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<CostKind, D::Error> {
+        let text: String = serde::Deserialize::deserialize(d)?;
+        match text.as_str() {
+            "latency" => Ok(CostKind::Latency),
+            "nodes" => Ok(CostKind::NodeCount),
+            other => Err(serde::de::Error::unknown_variant(
+                other,
+                &["latency", "nodes"],
+            )),
         }
     }
+
+    /// The name a pipeline file gives the cost model.
+    pub fn name(c: CostKind) -> &'static str {
+        match c {
+            CostKind::Latency => "latency",
+            CostKind::NodeCount => "nodes",
+        }
+    }
+}
+
+fn default_cost() -> CostKind {
+    CostKind::Latency
 }
 
 /// A pipeline: phases run in order on every graph, then extraction under a cost model.
@@ -81,8 +95,8 @@ pub struct Pipeline {
     #[serde(default)]
     pub description: String,
     /// The extraction cost model.
-    #[serde(default)]
-    pub cost: CostChoice,
+    #[serde(default = "default_cost", with = "cost_name")]
+    pub cost: CostKind,
     /// Fold constants.
     #[serde(default = "yes")]
     pub fold: bool,
@@ -376,7 +390,10 @@ impl Pipeline {
             }
             for (rule, r) in &rust {
                 set.add_rust_rule(rule.clone(), r.guard.clone(), r.applier.clone())
-                    .map_err(|e| Error::Rules(e.to_string()))?;
+                    .map_err(|source| Error::RustRule {
+                        rule: rule.name.clone(),
+                        source: Box::new(source),
+                    })?;
             }
             set.float_unsafe = extra.float_unsafe;
             let mut phase = Phase::new(&ph.name, Arc::new(set));
@@ -392,8 +409,8 @@ impl Pipeline {
     pub fn describe(&self) -> String {
         let mut s = format!("{}: {}\n", self.name, self.description);
         s.push_str(&format!(
-            "  cost {:?}, fold {}{}\n",
-            self.cost,
+            "  cost {}, fold {}{}\n",
+            cost_name::name(self.cost),
             if self.fold { "on" } else { "off" },
             if self.fold_unbounded {
                 " (unbounded)"
@@ -471,13 +488,13 @@ fn parse_rust_rules<'r>(
                 taken.insert(r.name.clone());
                 out.push((rule, r));
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     if errors.is_empty() {
         Ok(out)
     } else {
-        Err(Error::Rules(errors.join("\n")))
+        Err(Error::Rules(errors))
     }
 }
 

@@ -128,13 +128,13 @@ fn parse_uncached(sources: &[(String, String)]) -> Result<Vec<RuleFile>, Error> 
                 taken.extend(f.rules.iter().map(|r| r.name.clone()));
                 files.push(f);
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     if errors.is_empty() {
         Ok(files)
     } else {
-        Err(Error::Rules(errors.join("\n")))
+        Err(Error::Rules(errors))
     }
 }
 
