@@ -4,9 +4,10 @@
 A module is a source file (`a/b.rs` or `a/b/mod.rs` is `a::b`). Module M depends on module N
 when M's file names a path `crate::...` or `super::...` that resolves to N or to an item in N
 (the longest module prefix of the path). A parent declaring `mod child;` is not a dependency;
-`pub use child::X` is. Test modules (`#[cfg(test)] mod tests { ... }` inside a file and files
-under `tests/`) are left out. Prints, per crate, the modules, the dependencies, and the strongly
-connected components with more than one module (each one a cycle).
+`pub use child::X` is. Test modules (`#[cfg(test)] mod tests { ... }` inside a file, a file
+declared `#[cfg(test)] mod tests;`, and files under `tests/`) are left out. Prints, per crate,
+the modules, the dependencies, and the strongly connected components with more than one module
+(each one a cycle).
 
     python3 scripts/module_cycles.py            # every crate and the root package
     python3 scripts/module_cycles.py --verbose  # and the members of each cycle
@@ -132,8 +133,22 @@ def scc(nodes, edges):
     return comps
 
 
+def test_modules(mods):
+    """Modules declared `#[cfg(test)] mod name;` (a test module in its own file), with their
+    descendants."""
+    out = set()
+    for mod, path in mods.items():
+        with open(path, encoding="utf-8") as f:
+            text = re.sub(r"//[^\n]*", "", f.read())
+        for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text):
+            out.add(mod + (m.group(1),))
+    return {m for m in mods if any(m[:len(t)] == t for t in out)}
+
+
 def crate_report(name, src, verbose, top):
     mods = modules(src)
+    for m in test_modules(mods):
+        del mods[m]
     edges = {}
     for mod, path in mods.items():
         with open(path, encoding="utf-8") as f:

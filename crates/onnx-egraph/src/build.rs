@@ -6,7 +6,11 @@
 //! with `None` leaves to the schema's arity, appends the outer-scope values read by subgraphs
 //! (sorted by name), marks nondeterministic ops with a fresh `Unique` leaf, and decides whether
 //! the e-node denotes a tuple. Children are given by role (attribute name, input slot,
-//! outer-scope name), never by raw child index.
+//! outer-scope name), never by raw child index. A literal given for an input becomes a constant
+//! of the element type its slot takes (`literal_input`).
+//!
+//! Layer: above `analysis`, `lang`, `tables` and `value`; below `lift`, `rules` and `convert`,
+//! which it never imports.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +21,7 @@ use onnx_schema::{NodeDeterminism, OpSchema, ParamOption};
 use crate::analysis::OnnxEGraph;
 use crate::lang::{NodeKind, ONode, OpId};
 use crate::tables::OpInfo;
+use crate::value::{to_tensor, Val};
 use crate::EGraphError;
 
 /// Names of ops whose result is not a function of their inputs, whatever a schema says.
@@ -259,4 +264,95 @@ impl<'a> Roles<'a> {
             .map(|s| s.as_str())
             .zip(self.children[start..].iter().copied())
     }
+}
+
+/// A constant for a literal given in input `slot` of an op: its element type is the slot's
+/// when the schema fixes it, else the one of an input already given for the same type
+/// parameter (`Add(x, 1)`: `1` in `x`'s type).
+pub(crate) fn literal_input(
+    eg: &mut OnnxEGraph,
+    schema: &onnx_schema::OpSchema,
+    slot: usize,
+    v: &Val,
+    given: &BTreeMap<usize, Option<Id>>,
+) -> Result<Id, String> {
+    let op_type = &schema.name;
+    let type_str = |s: usize| -> Option<String> {
+        let f = schema
+            .inputs
+            .get(s.min(schema.inputs.len().checked_sub(1)?))?;
+        Some(f.type_str.clone())
+    };
+    let ts = type_str(slot).ok_or("literal in a slot the op does not have")?;
+    let dtype = if let Some(inner) = ts.strip_prefix("tensor(").and_then(|x| x.strip_suffix(')')) {
+        onnx_schema::element_type_from_name(inner).map(|d| d as i32)
+    } else {
+        // An input given for the same type parameter fixes it; one whose type is not known
+        // leaves the literal's type unknown (guessing float would merge values of two types).
+        let mut unknown = false;
+        let from_given = given.iter().find_map(|(&o, id)| {
+            let id = (*id)?;
+            if type_str(o).as_deref() != Some(ts.as_str()) {
+                return None;
+            }
+            let e = eg[id]
+                .data
+                .ty
+                .as_ref()
+                .and_then(onnx_schema::infer::elem_type_of)
+                .filter(|&e| e != 0);
+            unknown |= e.is_none();
+            e
+        });
+        match (from_given, unknown) {
+            (Some(e), _) => Some(e),
+            (None, true) => None,
+            (None, false) => constraint_type(schema, &ts, v),
+        }
+    }
+    .ok_or_else(|| format!("cannot tell the element type of a literal input of {op_type}"))?;
+    // A logical parameter whose input is a 1-element tensor where its attribute was a scalar.
+    let wrapped;
+    let v = match v {
+        Val::Int(_) if onnx_rules::params::one_element_input(op_type, slot) => {
+            wrapped = Val::List(vec![v.clone()]);
+            &wrapped
+        }
+        _ => v,
+    };
+    let t = to_tensor(v, dtype).ok_or_else(|| format!("literal {v:?} does not fit its type"))?;
+    let k = eg.analysis.consts.intern(t);
+    Ok(eg.add(ONode::leaf(NodeKind::Const(k))))
+}
+
+/// The element type of a literal whose type parameter no given input fixes (Slice's `starts`
+/// from an attribute, Dropout's `ratio`): the constraint's one type, or int64 for integers and
+/// float for other numbers where the constraint allows them.
+fn constraint_type(schema: &onnx_schema::OpSchema, type_param: &str, v: &Val) -> Option<i32> {
+    let allowed = &schema
+        .type_constraints
+        .iter()
+        .find(|t| t.type_param == type_param)?
+        .allowed;
+    let code = |name: &str| {
+        let inner = name.strip_prefix("tensor(")?.strip_suffix(')')?;
+        onnx_schema::element_type_from_name(inner).map(|d| d as i32)
+    };
+    if let [only] = allowed.as_slice() {
+        return code(only);
+    }
+    let integral = |x: &Val| matches!(x, Val::Int(_) | Val::Bool(_));
+    let is_int = match v {
+        Val::List(l) => l.iter().all(integral),
+        other => integral(other),
+    };
+    let preferred = if is_int {
+        "tensor(int64)"
+    } else {
+        "tensor(float)"
+    };
+    allowed
+        .iter()
+        .find(|t| t.as_str() == preferred)
+        .and_then(|t| code(t))
 }

@@ -11,10 +11,10 @@ use egg::Id;
 use onnx_schema::{OpSchema, ParamOption};
 
 use crate::analysis::OnnxEGraph;
-use crate::build::{AttrArg, OpBuilder};
+use crate::build::{literal_input, AttrArg, OpBuilder};
 use crate::lang::{NodeKind, ONode};
-use crate::rules::{literal_input, Val};
 use crate::tables::OpInfo;
+use crate::value::{same_value, Val};
 use onnx_rules::params::{logical_params, ParamLoc};
 
 /// (op, the first since_version of the later meaning): a node on one side of the version and a
@@ -199,7 +199,7 @@ pub fn rebind_to_opset(eg: &mut OnnxEGraph, target: i64, stepped: &BTreeSet<Stri
                         .find(|t| t.name == "axis")
                         .map(|t| t.ty);
                     let Some(proto) =
-                        ty.and_then(|ty| crate::rules::to_attribute("axis", ty, &Val::Int(a)))
+                        ty.and_then(|ty| crate::value::to_attribute("axis", ty, &Val::Int(a)))
                     else {
                         continue;
                     };
@@ -309,7 +309,7 @@ fn scan_across_9(
         .attr("num_scan_inputs", AttrArg::Class(num_scan));
     let list = |v: Vec<i64>| Val::List(v.into_iter().map(Val::Int).collect());
     let ints_attr = |name: &str, v: Vec<i64>| {
-        crate::rules::to_attribute(
+        crate::value::to_attribute(
             name,
             onnx_proto::attribute_proto::AttributeType::Ints,
             &list(v),
@@ -367,12 +367,12 @@ fn on_axis_0(eg: &mut OnnxEGraph, op: &str, target: i64, x: Id) -> Option<Id> {
     let b = OpBuilder::at_opset("", op, target);
     let zero = Val::List(vec![Val::Int(0)]);
     let b = if b.schema()?.inputs.len() > 1 {
-        let t = crate::rules::to_tensor(&zero, onnx_proto::tensor_proto::DataType::Int64 as i32)?;
+        let t = crate::value::to_tensor(&zero, onnx_proto::tensor_proto::DataType::Int64 as i32)?;
         let k = eg.analysis.consts.intern(t);
         let axes = eg.add(ONode::leaf(NodeKind::Const(k)));
         b.input(0, Some(x)).input(1, Some(axes))
     } else {
-        let p = crate::rules::to_attribute(
+        let p = crate::value::to_attribute(
             "axes",
             onnx_proto::attribute_proto::AttributeType::Ints,
             &zero,
@@ -541,7 +541,7 @@ fn rebuild(
                         NodeKind::Const(k) => Some(k),
                         _ => None,
                     })?;
-                    if !holds_everywhere(&crate::rules::const_val(eg, k)?, default) {
+                    if !holds_everywhere(&crate::value::const_val(eg, k)?, default) {
                         return None;
                     }
                 }
@@ -553,7 +553,7 @@ fn rebuild(
             (ParamLoc::Attr(a), ParamLoc::Input(slot)) => {
                 let v = roles.attr(a).filter(|&v| !absent(Some(v)));
                 if let Some(v) = v {
-                    literals.push((slot, crate::rules::attr_value(attr_value(eg, v)?)?));
+                    literals.push((slot, crate::value::attr_value(attr_value(eg, v)?)?));
                 }
             }
             (ParamLoc::Input(slot), ParamLoc::Attr(a)) => {
@@ -561,7 +561,7 @@ fn rebuild(
                 if v.is_none() {
                     if let Some(meaning) = absent_means(&info.op_type, p.name) {
                         let ty = to.attributes.iter().find(|t| t.name == a)?.ty;
-                        let proto = crate::rules::to_attribute(a, ty, &Val::Float(meaning))?;
+                        let proto = crate::value::to_attribute(a, ty, &Val::Float(meaning))?;
                         moved_attrs.push((a.to_string(), proto));
                     }
                 }
@@ -570,9 +570,9 @@ fn rebuild(
                         NodeKind::Const(k) => Some(k),
                         _ => None,
                     })?;
-                    let val = crate::rules::const_val(eg, k)?;
+                    let val = crate::value::const_val(eg, k)?;
                     let ty = to.attributes.iter().find(|t| t.name == a)?.ty;
-                    moved_attrs.push((a.to_string(), crate::rules::to_attribute(a, ty, &val)?));
+                    moved_attrs.push((a.to_string(), crate::value::to_attribute(a, ty, &val)?));
                 }
             }
             _ => {}
@@ -685,7 +685,7 @@ fn rebuild(
                 None => {}
                 Some(None) => return None,
                 Some(Some(old)) => {
-                    let proto = crate::rules::to_attribute(&t.name, t.ty, &Val::Str(old.into()))?;
+                    let proto = crate::value::to_attribute(&t.name, t.ty, &Val::Str(old.into()))?;
                     b = b.attr(&t.name, AttrArg::Proto(Box::new(proto)));
                 }
             }
@@ -810,7 +810,7 @@ fn ceil_mode_as_padding(
     }
     let pads_ty = to.attributes.iter().find(|a| a.name == "pads")?.ty;
     let list = Val::List(pads.into_iter().map(Val::Int).collect());
-    let proto = crate::rules::to_attribute("pads", pads_ty, &list)?;
+    let proto = crate::value::to_attribute("pads", pads_ty, &list)?;
     let mut o = Overrides::new();
     o.insert("ceil_mode", None);
     o.insert("pads", Some(proto));
@@ -939,17 +939,6 @@ fn attr_value(eg: &OnnxEGraph, class: Id) -> Option<&onnx_proto::AttributeProto>
         NodeKind::Attr(a) => Some(eg.analysis.attrs.get(a)),
         _ => None,
     })
-}
-
-/// Two attribute values are the same value (names and doc strings aside).
-pub(crate) fn same_value(a: &onnx_proto::AttributeProto, b: &onnx_proto::AttributeProto) -> bool {
-    let strip = |p: &onnx_proto::AttributeProto| {
-        let mut p = p.clone();
-        p.name = None;
-        p.doc_string = None;
-        p
-    };
-    strip(a) == strip(b)
 }
 
 /// Whether the element types of the node's present inputs, and of its value, are allowed by

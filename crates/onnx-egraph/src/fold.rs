@@ -2,13 +2,14 @@
 //! inference. When every input is a known constant, the op is deterministic and has no
 //! subgraph, it is evaluated with the reference interpreter's kernel (the same kernel the
 //! interpreter runs) and the result kept if it fits the size budget. Otherwise the output types
-//! (and symbolic shape values) come from onnx-schema's per-op inference.
+//! (and symbolic shape values) come from onnx-schema's per-op inference. Layer: above `egraph`
+//! (the data it fills), below `analysis` (which calls it).
 
 use egg::Id;
 use onnx_proto::{AttributeProto, NodeProto};
 use onnx_schema::infer::{InputInfo, SymDim};
 
-use crate::analysis::{ClassData, OnnxEGraph};
+use crate::egraph::{ClassData, OnnxEGraph};
 use crate::lang::{NodeKind, OpId};
 use crate::tables::OpInfo;
 

@@ -14,7 +14,9 @@ pub mod analysis;
 pub mod build;
 pub mod convert;
 pub mod cost;
+mod egraph;
 pub mod emit;
+mod explain;
 pub mod extract;
 mod fold;
 pub mod lang;
@@ -24,17 +26,18 @@ pub mod rules;
 pub mod saturate;
 pub mod tables;
 pub mod types;
+mod value;
 
 pub use analysis::{
     ClassData, FoldOptions, MergeCause, OnnxAnalysis, OnnxEGraph, Refusal, TypeConflict,
 };
 pub use build::{AttrArg, OpBuilder, Roles};
+pub use explain::{explain_rule, SiteReport, SiteVerdict};
 pub use extract::{extract_dag, legal_at, AtOpset, CostModel, Latency, NodeCount, Selection};
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use pipeline::{optimize_model, CostKind, GraphReport, OptimizeOptions, OptimizeReport};
 pub use rules::{
-    explain_rule, GuardCtx, GuardRegistry, RuleSet, RustApplier, RustGuard, RustMatch, RustOp,
-    RustRhs, SiteReport, SiteVerdict, Val,
+    GuardCtx, GuardRegistry, RuleSet, RustApplier, RustGuard, RustMatch, RustOp, RustRhs, Val,
 };
 pub use saturate::{Phase, PhaseReport, PhaseStop};
 

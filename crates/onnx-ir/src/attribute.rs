@@ -1,42 +1,13 @@
-//! Node attributes. Subgraph-valued attributes hold IR graphs (so bodies of If/Loop/Scan can be
-//! optimized recursively); every other attribute is kept as its protobuf message.
+//! Node attributes: the constructors and field accessors of [`Attribute`] and
+//! [`AttributeValue`]. The types themselves are in `graph` (an attribute can hold a graph, a
+//! graph holds nodes and their attributes: one recursive data model). Layer: above `graph` and
+//! `name`; `graph` never imports this module.
 
 use bytes::Bytes;
 use onnx_proto::{attribute_proto::AttributeType, AttributeProto, TensorProto};
 
-use crate::graph::Graph;
+use crate::graph::{Attribute, AttributeValue, Graph};
 use crate::name::Name;
-
-/// One attribute of a node.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Attribute {
-    /// The attribute's name.
-    pub name: Name,
-    /// The attribute's value.
-    pub value: AttributeValue,
-    /// For graph-valued attributes: the rest of the proto (`type`, `doc_string`,
-    /// `ref_attr_name`, and any stray value field), with `g`/`graphs` moved into `value`.
-    /// `None` for [`AttributeValue::Proto`], whose message holds everything.
-    pub rest: Option<Box<AttributeProto>>,
-}
-
-/// The value of an attribute.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AttributeValue {
-    /// A `GRAPH` attribute (the proto's `g`).
-    Graph(Box<Graph>),
-    /// A `GRAPHS` attribute (the proto's `graphs`).
-    Graphs(Vec<Graph>),
-    /// Any other attribute, as the proto message (its `g` is unset and `graphs` empty).
-    /// Boxed: the message is large and most attributes are small.
-    Proto(Box<AttributeProto>),
-}
-
-impl Default for AttributeValue {
-    fn default() -> Self {
-        AttributeValue::Proto(Box::default())
-    }
-}
 
 impl AttributeValue {
     /// The subgraphs this value holds.

@@ -8,8 +8,7 @@ use onnx_proto::{
     SparseTensorProto, TensorProto, ValueInfoProto,
 };
 
-use crate::attribute::{Attribute, AttributeValue};
-use crate::graph::{Graph, InfoList, Node, ValueId};
+use crate::graph::{Attribute, AttributeValue, Graph, InfoList, Node, ValueId};
 use crate::model::{Function, Model, OpsetImport};
 use crate::name::Name;
 

@@ -5,14 +5,18 @@
 //! name a subgraph reads from an enclosing scope (`is_outer`), or a name that is used or
 //! described (value_info, graph output) but defined nowhere. Two definitions of one name are
 //! two values with the same name: the graph keeps what the file says, and the checker judges it.
+//!
+//! A node's [`Attribute`]s are defined here too: a subgraph-valued attribute holds IR graphs (so
+//! bodies of If/Loop/Scan can be optimized recursively), so graph, node and attribute are one
+//! recursive data model; `attribute` adds their constructors and accessors on top. Layer: imports
+//! only `name` (and onnx-proto).
 
 use onnx_proto::{
-    NodeDeviceConfigurationProto, SparseTensorProto, StringStringEntryProto, TensorAnnotation,
-    TensorProto, TypeProto, ValueInfoProto,
+    AttributeProto, NodeDeviceConfigurationProto, SparseTensorProto, StringStringEntryProto,
+    TensorAnnotation, TensorProto, TypeProto, ValueInfoProto,
 };
 use std::collections::BTreeMap;
 
-use crate::attribute::Attribute;
 use crate::name::Name;
 
 /// Handle of a [`Value`] in its graph's `values` arena.
@@ -157,6 +161,37 @@ impl Node {
     /// The node's name, or "" when it has none.
     pub fn name_or_empty(&self) -> &str {
         self.name.as_deref().unwrap_or("")
+    }
+}
+
+/// One attribute of a node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attribute {
+    /// The attribute's name.
+    pub name: Name,
+    /// The attribute's value.
+    pub value: AttributeValue,
+    /// For graph-valued attributes: the rest of the proto (`type`, `doc_string`,
+    /// `ref_attr_name`, and any stray value field), with `g`/`graphs` moved into `value`.
+    /// `None` for [`AttributeValue::Proto`], whose message holds everything.
+    pub rest: Option<Box<AttributeProto>>,
+}
+
+/// The value of an attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttributeValue {
+    /// A `GRAPH` attribute (the proto's `g`).
+    Graph(Box<Graph>),
+    /// A `GRAPHS` attribute (the proto's `graphs`).
+    Graphs(Vec<Graph>),
+    /// Any other attribute, as the proto message (its `g` is unset and `graphs` empty).
+    /// Boxed: the message is large and most attributes are small.
+    Proto(Box<AttributeProto>),
+}
+
+impl Default for AttributeValue {
+    fn default() -> Self {
+        AttributeValue::Proto(Box::default())
     }
 }
 

@@ -14,10 +14,10 @@ use onnx_proto::{
     SparseTensorProto, TensorProto, ValueInfoProto,
 };
 
-use crate::attribute::{Attribute, AttributeValue};
 use crate::error::IrError;
 use crate::graph::{
-    Graph, InfoList, InfoOverride, Node, NodeFieldPresence, NodeId, Value, ValueId,
+    Attribute, AttributeValue, Graph, InfoList, InfoOverride, Node, NodeFieldPresence, NodeId,
+    Value, ValueId,
 };
 use crate::model::{Function, Model, OpsetFieldPresence, OpsetImport};
 use crate::name::{Interner, Name};

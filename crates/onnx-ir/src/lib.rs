@@ -57,13 +57,13 @@ mod model;
 mod name;
 mod topo;
 
-pub use attribute::{Attribute, AttributeValue};
 pub use check::MAX_IR_VERSION;
 pub use check::{
     check_model, check_model_report, check_model_with, CheckError, CheckOptions, CheckReport,
     NodeRef, Port, SchemaProblem, TensorProblem,
 };
 pub use error::IrError;
+pub use graph::{Attribute, AttributeValue};
 pub use graph::{Graph, InfoList, InfoOverride, Node, NodeFieldPresence, NodeId, Value, ValueId};
 pub use import::MAX_SUBGRAPH_DEPTH;
 pub use model::{opset_version_in, same_domain, Function, Model, OpsetFieldPresence, OpsetImport};

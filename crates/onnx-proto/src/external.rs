@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::io::{map_file, write_atomic};
+use crate::file::{map_file, write_atomic};
 use crate::onnx::{
     tensor_proto::DataLocation, GraphProto, ModelProto, StringStringEntryProto, TensorProto,
 };

@@ -1,14 +1,15 @@
 //! Loading and saving protobuf files: memory-mapped zero-copy decode, atomic writes, and the
-//! save-time externalization of large tensors.
+//! save-time externalization of large tensors. Layer: above `file` and `external` (it imports
+//! both); nothing in the crate imports it but `lib.rs`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use prost::Message;
 
-use crate::error::{io_err, Error, Result};
+use crate::error::{Error, Result};
 use crate::external::{self, ExternalDataOptions};
+use crate::file::{map_file, write_atomic};
 use crate::onnx::ModelProto;
 use crate::stream::encode_streaming;
 
@@ -29,20 +30,6 @@ pub struct LoadedModel {
     /// Bytes that decoding could not represent (fields unknown to the bundled schema or a
     /// non-canonical encoding): `file_size - encoded_len`. Zero for a lossless round trip.
     pub unrepresented_bytes: u64,
-}
-
-/// Reads a whole file into a `Bytes` without copying: files are memory-mapped.
-pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
-    let file = std::fs::File::open(path).map_err(io_err(path))?;
-    let len = file.metadata().map_err(io_err(path))?.len();
-    if len == 0 {
-        return Ok(Bytes::new());
-    }
-    // SAFETY: the map is read-only; onnx-opt never writes to a file it has mapped (every write
-    // goes to a temporary file that is renamed over the destination). A file changed by another
-    // process while mapped is outside what any reader can guard against.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
-    Ok(Bytes::from_owner(map))
 }
 
 /// Loads a model file (memory-mapped; tensor bytes are not copied).
@@ -97,35 +84,6 @@ pub fn decode_file<M: Message + Default>(path: impl AsRef<Path>) -> Result<M> {
             .unwrap_or("message"),
         source,
     })
-}
-
-/// Writes a file through a temporary file in the same directory and a rename, so that a
-/// failure never leaves a partial file at `path`.
-pub fn write_atomic(
-    path: impl AsRef<Path>,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
-    let path = path.as_ref();
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".onnx-opt-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io_err(path))?;
-    {
-        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        write(&mut w).map_err(io_err(path))?;
-        w.flush().map_err(io_err(path))?;
-    }
-    tmp.as_file().sync_all().map_err(io_err(path))?;
-    tmp.persist(path).map_err(|e| Error::Io {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    Ok(())
 }
 
 /// Encodes any message to a file atomically.

@@ -6,6 +6,7 @@
 
 mod error;
 mod external;
+mod file;
 mod io;
 mod stream;
 
@@ -14,9 +15,10 @@ pub use external::{
     any_external, external_data_info, for_each_tensor_mut, inline_external_data, is_external,
     resolve_external_path, ExternalDataInfo, ExternalDataOptions,
 };
+pub use file::write_atomic;
 pub use io::{
-    decode_file, encode_to_file, load_model, load_model_bytes, save_model, write_atomic,
-    LoadedModel, SaveOptions, PROTOBUF_LIMIT,
+    decode_file, encode_to_file, load_model, load_model_bytes, save_model, LoadedModel,
+    SaveOptions, PROTOBUF_LIMIT,
 };
 
 /// The prost-generated ONNX messages (package `onnx`).

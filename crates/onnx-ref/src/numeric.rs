@@ -1,11 +1,15 @@
 //! Numeric element traits the generic kernels are written against: `Num` (arithmetic that
 //! never panics: integers wrap, integer division by zero gives 0) and `Real` (floating-point
-//! types with an accumulation type: f32 for f16/bf16/f32, f64 for f64).
+//! types with an accumulation type: f32 for f16/bf16/f32, f64 for f64). `Tensor::to_f64_vec`
+//! is here too: it reads every real element through `Num`. Layer: above `tensor` (`Num`
+//! extends its `Elem`), below the kernels.
 
 use half::{bf16, f16};
 use num_traits::Float;
 
-use crate::tensor::Elem;
+use crate::error::{RefError, Result};
+use crate::minifloat;
+use crate::tensor::{with_numeric, Elem, Tensor};
 
 /// Real numeric element types (floats and integers).
 pub trait Num: Elem + Copy + PartialOrd {
@@ -338,6 +342,28 @@ pub fn erf(x: f64) -> f64 {
         -r
     } else {
         r
+    }
+}
+
+impl Tensor {
+    /// The elements as `f64` (real numeric, bool and coded tensors).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        let v = match self {
+            Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
+            Tensor::Coded(d, a) => a
+                .iter()
+                .map(|&c| minifloat::coded_to_f32(*d, c) as f64)
+                .collect(),
+            t => {
+                with_numeric!(t, a => a.iter().map(|x| Num::to_f64(*x)).collect(), other => {
+                    return Err(RefError::UnsupportedDType {
+                        context: "expected a real numeric tensor".into(),
+                        dtype: other.dtype(),
+                    })
+                })
+            }
+        };
+        Ok(v)
     }
 }
 

@@ -280,26 +280,6 @@ impl Tensor {
         Ok(v)
     }
 
-    /// The elements as `f64` (real numeric, bool and coded tensors).
-    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        let v = match self {
-            Tensor::Bool(a) => a.iter().map(|&x| x as u8 as f64).collect(),
-            Tensor::Coded(d, a) => a
-                .iter()
-                .map(|&c| minifloat::coded_to_f32(*d, c) as f64)
-                .collect(),
-            t => {
-                with_numeric!(t, a => a.iter().map(|x| crate::numeric::Num::to_f64(*x)).collect(), other => {
-                    return Err(RefError::UnsupportedDType {
-                        context: "expected a real numeric tensor".into(),
-                        dtype: other.dtype(),
-                    })
-                })
-            }
-        };
-        Ok(v)
-    }
-
     /// The same data with another shape of equal element count (no copy when contiguous).
     pub fn reshaped(&self, shape: &[usize]) -> Result<Tensor> {
         let n: usize = shape.iter().product();

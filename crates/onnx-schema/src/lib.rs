@@ -24,6 +24,7 @@
 //! assert_eq!(alpha, Some(0.01));
 //! ```
 
+mod embedded;
 mod error;
 pub mod infer;
 mod parse;
@@ -31,12 +32,10 @@ mod registry;
 mod schema;
 mod type_str;
 
+pub use embedded::{onnxruntime_extensions, registry, try_registry};
 pub use error::{Error, Result, SchemaId};
 pub use infer::{infer_graph, infer_node, InferError, InputInfo, OutputInfo, SymDim};
-pub use registry::{
-    normalize_domain, onnxruntime_extensions, registry, try_registry, OpsetRange, ReleaseVersions,
-    SchemaRegistry, DEFAULT_DOMAIN,
-};
+pub use registry::{normalize_domain, OpsetRange, ReleaseVersions, SchemaRegistry, DEFAULT_DOMAIN};
 pub use schema::{
     AttributeSchema, FormalParameter, FunctionInstance, NodeDeterminism, OpSchema, ParamOption,
     SchemaOrigin, SupportLevel, TypeConstraint,

@@ -1,7 +1,8 @@
 //! Reading a JSON schema table written by `scripts/gen_schema.py` or
 //! `scripts/gen_contrib_schema.py`: serde mirrors of the file
 //! layout, then a checked conversion into [`OpSchema`]s that decodes every base64 protobuf field
-//! and maps every enumerated string, reporting the schema and field of any bad value.
+//! and maps every enumerated string, reporting the schema and field of any bad value. Layer:
+//! above `registry` and `schema` (it builds them); `registry` never imports it.
 
 use std::collections::BTreeMap;
 
@@ -127,6 +128,18 @@ struct InstanceJson {
     node: String,
     input_types: Vec<Option<String>>,
     body: String,
+}
+
+impl SchemaRegistry {
+    /// Parses a schema table in the format `scripts/gen_schema.py` and
+    /// `scripts/gen_contrib_schema.py` write. Checks every enum value, number range, base64
+    /// field and embedded protobuf message, and that no schema version appears twice. A table
+    /// with an `onnxruntime_version` key gives [`SchemaOrigin::OnnxRuntime`] schemas.
+    ///
+    /// [`SchemaOrigin::OnnxRuntime`]: crate::SchemaOrigin::OnnxRuntime
+    pub fn from_json(json: &str) -> Result<Self> {
+        parse_registry(json)
+    }
 }
 
 /// Parses and checks a whole table.

@@ -10,9 +10,9 @@ use onnx_rules::ir::{BinOp, Expr, ExprId, Rule, UnOp};
 use onnx_schema::infer::SymDim;
 
 use crate::analysis::OnnxEGraph;
+use crate::value::{attr_value, const_val, decode, vals_equal, Val};
 
 use super::matcher::{Bound, Env};
-use super::value::{attr_value, const_val, decode, vals_equal, Val};
 
 /// A guard written in Rust: called with the evaluated arguments; `None` is unknown.
 pub type GuardFn = dyn Fn(&GuardCtx<'_>, &[Val]) -> Option<Val> + Send + Sync;

@@ -13,8 +13,7 @@ use crate::analysis::OnnxEGraph;
 use crate::build::Roles;
 use crate::lang::{NodeKind, ONode, OpId};
 use crate::tables::{AttrValue, OpInfo};
-
-use super::value::{attr_equals_literal, const_equals_literal};
+use crate::value::{attr_equals_literal, const_equals_literal};
 
 /// What a variable is bound to.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,10 +8,8 @@
 
 mod apply;
 mod eval;
-mod explain;
 mod matcher;
 mod rust;
-mod value;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,15 +21,12 @@ use crate::analysis::OnnxEGraph;
 use crate::lang::NodeKind;
 use crate::EGraphError;
 
-pub(crate) use apply::literal_input;
+pub use crate::value::Val;
 pub use eval::{GuardCtx, GuardFn, GuardRegistry};
-pub use explain::{explain_rule, SiteReport, SiteVerdict};
 pub use matcher::Bound;
 pub use rust::{RustApplier, RustGuard, RustMatch, RustOp, RustRhs};
-pub use value::Val;
-pub(crate) use value::{attr_value, const_val, to_attribute, to_tensor};
 
-use matcher::{Env, Matcher};
+pub(crate) use matcher::{Env, Matcher};
 
 /// A set of checked rules (text rules, and rules whose guard and right side are Rust
 /// closures) and the Rust guards their text calls. Cloning is cheap (rules and closures are

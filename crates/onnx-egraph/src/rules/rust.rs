@@ -19,12 +19,11 @@ use onnx_rules::params::{logical_input_slots, logical_param, ParamLoc};
 use onnx_schema::infer::SymDim;
 
 use crate::analysis::OnnxEGraph;
-use crate::build::{AttrArg, OpBuilder};
+use crate::build::{literal_input, AttrArg, OpBuilder};
 use crate::lang::{NodeKind, ONode};
+use crate::value::{attr_value, const_val, decode, to_attribute, to_tensor, Val};
 
-use super::apply::literal_input;
 use super::matcher::{Bound, Env};
-use super::value::{attr_value, const_val, decode, to_attribute, to_tensor, Val};
 
 /// A guard written in Rust, evaluated after the rule's text `where` holds. Three-valued like
 /// text guards: `Some(true)` lets the rule fire, `Some(false)` and `None` (unknown) do not.

@@ -8,12 +8,11 @@ use std::collections::HashSet;
 
 use onnx_proto::{attribute_proto::AttributeType, type_proto, AttributeProto, TensorProto};
 
-use crate::attribute::{Attribute, AttributeValue};
 use crate::check::error::{CheckError, NodeRef};
 use crate::check::schema::{SchemaChecker, TypeScope};
 use crate::check::tensor::check_tensor;
 use crate::error::IrError;
-use crate::graph::{Graph, InfoList, Node, NodeId, ValueId};
+use crate::graph::{Attribute, AttributeValue, Graph, InfoList, Node, NodeId, ValueId};
 use crate::model::{opset_version_in, OpsetImport};
 use crate::name::Name;
 

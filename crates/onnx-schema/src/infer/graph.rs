@@ -14,7 +14,8 @@ use super::dims::{tensor_type, SymDim};
 use super::error::InferError;
 use super::tensor_data::constant_attribute_value;
 use super::{infer_node_in_scope, InputInfo};
-use crate::registry::{normalize_domain, registry};
+use crate::embedded::registry;
+use crate::registry::normalize_domain;
 
 /// The opset version imported for each domain ("" is the default domain).
 pub type OpsetImports = BTreeMap<String, i64>;

@@ -31,8 +31,7 @@ use onnx_schema::{normalize_domain, OpSchema, ParamOption, SchemaRegistry};
 pub use problem::{Port, SchemaProblem};
 pub(crate) use types::TypeScope;
 
-use crate::attribute::AttributeValue;
-use crate::graph::Node;
+use crate::graph::{AttributeValue, Node};
 use crate::model::Function;
 
 /// Ops `onnx.checker` calls experimental: it skips their schema check (checker.cc).

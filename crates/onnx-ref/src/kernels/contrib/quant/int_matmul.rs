@@ -13,7 +13,7 @@
 use ndarray::IxDyn;
 
 use super::super::super::matmul::matmul_of;
-use super::{float_data, float_result};
+use super::{float_data, float_result, scalar_value};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
 use crate::kernels::broadcast_view;
@@ -49,18 +49,6 @@ pub(super) fn int8_values(ctx: &KernelCtx, t: &Tensor, what: &str) -> Result<Arr
         other => Err(ctx.err(format!(
             "{what} must be uint8 or int8, found {}",
             other.dtype()
-        ))),
-    }
-}
-
-/// A single-valued tensor's value (scalar or one element).
-pub(super) fn scalar_value(ctx: &KernelCtx, t: &Tensor, what: &str) -> Result<f64> {
-    let v = t.to_f64_vec().map_err(|e| e.in_node(&ctx.node_ref()))?;
-    match v.as_slice() {
-        [x] => Ok(*x),
-        _ => Err(ctx.err(format!(
-            "{what} must be a scalar, found shape {:?}",
-            t.shape()
         ))),
     }
 }
@@ -334,7 +322,7 @@ fn qgemm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
                 .enumerate()
                 .map(|(i, &v)| ((v as f32 * scale_of(i)).round_ties_even() + zp).clamp(lo, hi))
                 .collect();
-            super::qlinear::q_tensor(&shape, q, z.dtype()).map_err(err)?
+            super::q_tensor(&shape, q, z.dtype()).map_err(err)?
         }
         None => {
             let f: Vec<f32> = acc

@@ -9,7 +9,8 @@
 //! - QuantizeLinear and DequantizeLinear of the contrib domain run the standard kernels of
 //!   `kernels/quant.rs` (per-tensor or per-axis; 8-, 16- and 4-bit integers).
 //!
-//! The helpers here read the float/float16 operands these kernels share as contiguous f32.
+//! The helpers here read the float/float16 operands these kernels share as contiguous f32, and
+//! the scalar operands and quantized results of `int_matmul` and `qlinear`.
 
 mod gather_block;
 mod int_matmul;
@@ -75,5 +76,25 @@ fn float_result(dtype: DType, shape: &[usize], data: Vec<f32>) -> Result<Tensor>
         other => Err(RefError::op(format!(
             "result type {other} is not float or float16"
         ))),
+    }
+}
+
+/// A single-valued tensor's value (scalar or one element).
+fn scalar_value(ctx: &KernelCtx, t: &Tensor, what: &str) -> Result<f64> {
+    let v = t.to_f64_vec().map_err(|e| e.in_node(&ctx.node_ref()))?;
+    match v.as_slice() {
+        [x] => Ok(*x),
+        _ => Err(ctx.err(format!(
+            "{what} must be a scalar, found shape {:?}",
+            t.shape()
+        ))),
+    }
+}
+
+/// Quantized values (already integral and in range) as a tensor of `dtype`.
+fn q_tensor(shape: &[usize], values: Vec<f32>, dtype: DType) -> Result<Tensor> {
+    match dtype {
+        DType::Uint8 => Tensor::from_vec(shape, values.into_iter().map(|v| v as u8).collect()),
+        _ => Tensor::from_vec(shape, values.into_iter().map(|v| v as i8).collect()),
     }
 }

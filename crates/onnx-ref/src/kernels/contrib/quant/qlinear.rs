@@ -8,7 +8,7 @@
 use ndarray::IxDyn;
 
 use super::super::super::pool::{for_each_window, out_shape, pool_window};
-use super::int_matmul::scalar_value;
+use super::{q_tensor, scalar_value};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
 use crate::kernels::{broadcast_shapes, broadcast_view, norm_axis};
@@ -94,14 +94,6 @@ pub(super) fn q_values(ctx: &KernelCtx, t: &Tensor) -> Result<Array<f32>> {
             "quantized input must be uint8 or int8, found {}",
             other.dtype()
         ))),
-    }
-}
-
-/// Quantized values (already integral and in range) as a tensor of `dtype`.
-pub(super) fn q_tensor(shape: &[usize], values: Vec<f32>, dtype: DType) -> Result<Tensor> {
-    match dtype {
-        DType::Uint8 => Tensor::from_vec(shape, values.into_iter().map(|v| v as u8).collect()),
-        _ => Tensor::from_vec(shape, values.into_iter().map(|v| v as i8).collect()),
     }
 }
 

@@ -1,11 +1,14 @@
 //! Values of rule expressions ([`Val`]) and their conversions: from attributes and constant
-//! tensors, to attributes and constant tensors; literal comparison in a constant's dtype.
+//! tensors, to attributes and constant tensors; literal comparison in a constant's dtype; and
+//! whether two attribute protos hold the same value. Shared by the op builder, the rules and
+//! version conversion. Layer: imports only `egraph` and `lang`, below `build`, `rules` and
+//! `convert`.
 
 use onnx_proto::attribute_proto::AttributeType;
 use onnx_proto::{AttributeProto, TensorProto};
 use onnx_rules::ir::Literal;
 
-use crate::analysis::OnnxEGraph;
+use crate::egraph::OnnxEGraph;
 use crate::lang::ConstId;
 
 /// Constants larger than this are not decoded by guards and literal matches.
@@ -269,4 +272,15 @@ pub fn to_tensor(v: &Val, dtype: i32) -> Option<TensorProto> {
         onnx_ref::kernels::cast_tensor(&src, dt).ok()?
     };
     Some(t.to_proto(""))
+}
+
+/// Two attribute values are the same value (names and doc strings aside).
+pub(crate) fn same_value(a: &onnx_proto::AttributeProto, b: &onnx_proto::AttributeProto) -> bool {
+    let strip = |p: &onnx_proto::AttributeProto| {
+        let mut p = p.clone();
+        p.name = None;
+        p.doc_string = None;
+        p
+    };
+    strip(a) == strip(b)
 }

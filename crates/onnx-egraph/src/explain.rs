@@ -4,6 +4,9 @@
 //! deepest pattern node that failed and why, or the first conjunct of the guard that was false
 //! or unknown. For a rule written in Rust, then its Rust guard, and its applier run on a copy
 //! of the e-graph: declined, failed (a refusal) or fired.
+//!
+//! Layer: above `saturate` (it saturates the model first), `lift` and `rules`; nothing in the
+//! crate imports it but `lib.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,11 +16,12 @@ use onnx_rules::ir::{PatId, Precision, Rule, Span};
 
 use crate::analysis::FoldOptions;
 use crate::saturate::{saturate, Phase};
+use crate::value::Val;
 use crate::EGraphError;
 
-use super::matcher::{Env, Matcher};
-use super::{
-    candidates, guard_holds, rust_guard, Applied, RuleEntry, RuleMatch, RuleSet, SearchCtx, Val,
+use crate::rules::{
+    candidates, guard_holds, rust_guard, use_counts, Applied, Env, Matcher, RuleEntry, RuleMatch,
+    RuleSet, SearchCtx,
 };
 
 /// What happened at one site.
@@ -77,7 +81,7 @@ pub fn explain_rule(
         &uses,
     )?;
     egraph.rebuild();
-    let use_map: BTreeMap<egg::Id, usize> = super::use_counts(&egraph, &uses);
+    let use_map: BTreeMap<egg::Id, usize> = use_counts(&egraph, &uses);
     let ctx = SearchCtx {
         eg: &egraph,
         opset,
@@ -177,7 +181,7 @@ fn rust_verdict(
         roots: vec![root],
         env: (*env).clone(),
     };
-    match super::apply(&mut copy, entry, &m, ctx.opset, ctx.uses, ctx.guards) {
+    match crate::rules::apply(&mut copy, entry, &m, ctx.opset, ctx.uses, ctx.guards) {
         Applied::Changed | Applied::Unchanged => SiteVerdict::Fired,
         Applied::Declined => SiteVerdict::Refused("declined by the Rust applier".into()),
         Applied::Refused(reason) | Applied::NotBuilt(reason) => SiteVerdict::Refused(reason),
