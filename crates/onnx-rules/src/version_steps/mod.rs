@@ -115,12 +115,13 @@ pub fn generate() -> String {
         }
     }
     let mut header: Vec<String> = [
-        "# version/steps.rules: version steps generated from the operator schemas by",
-        "# scripts/gen_version_rules.py; do not edit (run the script; a test checks the file is",
-        "# current). Each pair of consecutive versions of an op that compute the same function",
-        "# gives a step up and a step down, guarded by the element types the target version",
-        "# allows. A conversion runs the steps toward its target opset, chained in one",
-        "# saturation; extraction then keeps the node legal at the target.",
+        "# version/steps.rules: version steps generated from the operator schemas and the version",
+        "# tables of crates/onnx-schema/src/versions.rs by crates/onnx-rules/src/version_steps",
+        "# (there is no such file: the built-in rule set loads this text under the name). Each pair",
+        "# of consecutive versions of an op that compute the same function gives a step up and a",
+        "# step down, guarded by the element types the target version allows. A conversion runs",
+        "# the steps toward its target opset, chained in one saturation; extraction then keeps the",
+        "# node legal at the target.",
     ]
     .map(String::from)
     .to_vec();
