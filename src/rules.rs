@@ -35,21 +35,25 @@ pub const BUILTIN_RULE_FILES: &[(&str, &str)] = &[
 /// The built-in version rules (`rules/version/*.rules`): rewrites that only a conversion needs,
 /// such as an operator written with the older operators of its function body. They run in a
 /// phase of their own when a target opset is set, after the pipeline's phases, and the target's
-/// extraction keeps them only where the op is not legal at the target.
-pub const VERSION_RULE_FILES: &[(&str, &str)] = &[
-    (
-        "rules/version/decompose.rules",
-        include_str!("../rules/version/decompose.rules"),
-    ),
-    (
-        "rules/version/moves.rules",
-        include_str!("../rules/version/moves.rules"),
-    ),
-    (
-        "rules/version/steps.rules",
-        include_str!("../rules/version/steps.rules"),
-    ),
-];
+/// extraction keeps them only where the op is not legal at the target. The version steps are
+/// not a file: onnx-rules generates them from the schemas and onnx-schema's version tables
+/// ([`onnx_rules::version_steps`]), loaded under the name `rules/version/steps.rules`.
+pub static VERSION_RULE_FILES: std::sync::LazyLock<[(&str, &str); 3]> = std::sync::LazyLock::new(|| {
+    [
+        (
+            "rules/version/decompose.rules",
+            include_str!("../rules/version/decompose.rules"),
+        ),
+        (
+            "rules/version/moves.rules",
+            include_str!("../rules/version/moves.rules"),
+        ),
+        (
+            onnx_rules::version_steps::STEPS_ORIGIN,
+            onnx_rules::version_steps::steps_text(),
+        ),
+    ]
+});
 
 /// Which rules to load.
 #[derive(Debug, Clone, Default)]
@@ -73,7 +77,7 @@ pub fn load_rule_files(sel: &RuleSelection) -> Result<Vec<RuleFile>, Error> {
             sources.push((p.to_string(), t.to_string()));
         }
         if sel.version {
-            for (p, t) in VERSION_RULE_FILES {
+            for (p, t) in VERSION_RULE_FILES.iter() {
                 sources.push((p.to_string(), t.to_string()));
             }
         }

@@ -105,13 +105,6 @@ fn conversion_cases_convert_and_compute_the_same() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// `rules/version/steps.rules` is what `scripts/gen_version_rules.py` writes from the committed
-/// schema table (the script needs only Python's standard library).
-#[test]
-fn generated_version_steps_are_current() {
-    crate::generated_files_are_current("gen_version_rules.py");
-}
-
 /// A version step runs only toward the target: converting Relu-6 (opset 11) to 14 steps it up
 /// through 13 to 14 and never down to 1; without a target no step runs at all.
 #[test]

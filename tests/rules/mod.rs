@@ -31,8 +31,8 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
     let phases = || onnx_opt::rule_phases(&all_rules()).unwrap();
     let mut failures = Vec::new();
     let mut seen = Vec::new();
-    // The generated version steps (rules/version/steps.rules, one per pair of versions of an
-    // op) are proven below like every rule and exercised by the conversion tests; they have
+    // The generated version steps (loaded as rules/version/steps.rules, one per pair of
+    // versions of an op) are proven below like every rule and exercised by the conversion tests; they have
     // no case files.
     let written = files
         .iter()
@@ -684,7 +684,7 @@ g (float[N,4,L] x) => (float[N,4,L] y) {
   y = Add(m, bt)
 }"#;
 
-/// The generated version steps (rules/version/steps.rules) have no case files; each one's
+/// The generated version steps (loaded as rules/version/steps.rules) have no case files; each one's
 /// first instance that the prover finds (a fired, agreeing draw, seeded) is written here as its
 /// before and after, one snapshot for the file: the opset, the initializers and nodes of each
 /// side.

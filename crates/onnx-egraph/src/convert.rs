@@ -17,39 +17,11 @@ use crate::tables::OpInfo;
 use crate::value::{same_value, Val};
 use onnx_rules::params::{logical_params, ParamLoc};
 
-/// (op, the first since_version of the later meaning): a node on one side of the version and a
-/// node on the other side are never rebound, whatever their signatures.
-pub const SAME_SIGNATURE_OTHER_MEANING: &[(&str, i64)] = &[
-    // Softmax, LogSoftmax, Hardmax: opset 13 normalizes over one axis instead of coercing the
-    // input to 2-D at `axis` (and the default axis moved from 1 to -1).
-    ("Softmax", 13),
-    ("LogSoftmax", 13),
-    ("Hardmax", 13),
-    // Sum, Max, Min, Mean broadcast their inputs from opset 8; before, shapes had to be equal.
-    ("Sum", 8),
-    ("Max", 8),
-    ("Min", 8),
-    ("Mean", 8),
-    // The ops with a `broadcast` attribute before 7 broadcast only with it set (B to A); from 7
-    // numpy-style. The version steps cross 7 with the shapes checked (rules/version/steps.rules).
-    ("Add", 7),
-    ("Sub", 7),
-    ("Mul", 7),
-    ("Div", 7),
-    ("Pow", 7),
-    ("And", 7),
-    ("Or", 7),
-    ("Xor", 7),
-    ("Equal", 7),
-    ("Greater", 7),
-    ("Less", 7),
-    ("Gemm", 7),
-    // Split-18 without `split` takes `num_outputs` and allows a smaller last part; Split-13
-    // without it splits evenly (the version steps cross 18 where the dim divides).
-    ("Split", 18),
-    // GridSample-20 renamed its modes (bilinear -> linear, bicubic -> cubic) and takes N-D input.
-    ("GridSample", 20),
-];
+use onnx_schema::versions::{absent_means, dropped_param_default, old_behaviour, renamed_input};
+pub use onnx_schema::versions::{
+    ABSENT_PARAM_MEANS, ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR, DROPPED_PARAM_DEFAULT,
+    LOGICAL_MOVES_NOT_CONVERTED, PARTLY_STEPPED, RENAMED_INPUTS, SAME_SIGNATURE_OTHER_MEANING,
+};
 
 /// Softmax, LogSoftmax and Hardmax before 13 coerce the input to 2-D at `axis`; from 13 they
 /// normalize over `axis` alone (and the default axis moved from 1 to -1). The two agree when
@@ -84,45 +56,6 @@ fn softmax_same_axis(
         .all(|d| matches!(d, onnx_schema::infer::SymDim::Known(1)));
     ones_after.then_some(axis)
 }
-
-/// Inputs renamed between versions without a change of meaning: (op, old name, new name).
-const RENAMED_INPUTS: &[(&str, &str, &str)] = &[
-    ("BatchNormalization", "mean", "input_mean"),
-    ("BatchNormalization", "var", "input_var"),
-];
-
-/// Added attributes whose default is not the behaviour of the versions before them: (op,
-/// attribute, the string value that is the old behaviour, where one value is). Going up, the
-/// attribute is written with that value (or the node is not rebound); going down, a node is
-/// rebound only when it holds that value, not the default. (Resize and Upsample change their
-/// inputs too and are not rebound.)
-pub const ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR: &[(&str, &str, Option<&str>)] = &[
-    (
-        "RoiAlign",
-        "coordinate_transformation_mode",
-        Some("output_half_pixel"),
-    ),
-    ("Resize", "coordinate_transformation_mode", None),
-    ("Resize", "nearest_mode", None),
-];
-
-/// The old behaviour of an attribute added with another default, if it is listed.
-fn old_behaviour(op: &str, attr: &str) -> Option<Option<&'static str>> {
-    ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR
-        .iter()
-        .find(|(o, a, _)| *o == op && *a == attr)
-        .map(|x| x.2)
-}
-
-/// Logical parameters whose absence means something else as an attribute than as an input:
-/// (op, parameter, the value an absent input means). Clip before 11 clips to the float type's
-/// lowest and highest values when `min`/`max` are not set, which moves `-inf`/`inf`; an absent
-/// input from 11 does not clip at all. Going up, the lifted node already holds the attribute's
-/// default, which becomes the input; going down, an absent input becomes the infinity.
-const ABSENT_PARAM_MEANS: &[(&str, &str, f64)] = &[
-    ("Clip", "min", f64::NEG_INFINITY),
-    ("Clip", "max", f64::INFINITY),
-];
 
 /// Adds, to every class holding a default-domain operator not legal at `target`, the same
 /// operator bound to the target's version where that computes the same function; returns how
@@ -413,23 +346,6 @@ fn add_scan(eg: &mut OnnxEGraph, class: Id, plan: ScanPlan, target: i64) -> Opti
     Some(())
 }
 
-/// Ops whose steps cover only some of their nodes, which rebinding still converts where it
-/// can: the pooling ops across 22 (steps with `ceil_mode` 0 only), Dropout in training, a
-/// Split of more than 16 parts, BatchNormalization with its training outputs, and Sum, Max,
-/// Min and Mean of more than 4 inputs down from 8.
-const PARTLY_STEPPED: &[&str] = &[
-    "AveragePool",
-    "MaxPool",
-    "LpPool",
-    "Dropout",
-    "Split",
-    "BatchNormalization",
-    "Sum",
-    "Max",
-    "Min",
-    "Mean",
-];
-
 /// The default-domain ops whose every pair of consecutive (not deprecated) versions has a
 /// version step in `rules`, up and down: rebinding leaves them to the rules.
 pub fn ops_with_steps(rules: &[&crate::RuleSet]) -> BTreeSet<String> {
@@ -536,7 +452,7 @@ fn rebuild(
             if let ParamLoc::Input(slot) = p.loc {
                 let v = roles.input(slot).filter(|&v| !absent(Some(v)));
                 if let Some(v) = v {
-                    let default = dropped_param_default(&info.op_type, p.name)?;
+                    let default = dropped_param_default(&info.op_type, p.name)??;
                     let k = eg[v].nodes.iter().find_map(|n| match n.kind {
                         NodeKind::Const(k) => Some(k),
                         _ => None,
@@ -588,11 +504,7 @@ fn rebuild(
         }
         match (source.inputs.get(i), to.inputs.get(i)) {
             (Some(p), Some(q)) => {
-                let renamed = RENAMED_INPUTS.iter().any(|(o, a, b)| {
-                    *o == info.op_type && {
-                        (p.name == *a && q.name == *b) || (p.name == *b && q.name == *a)
-                    }
-                });
+                let renamed = renamed_input(&info.op_type, &p.name, &q.name);
                 if (p.name != q.name && !renamed) || p.is_homogeneous != q.is_homogeneous {
                     return None;
                 }
@@ -889,19 +801,6 @@ fn attention_heads_allowed(
     rank == Some(3)
 }
 
-/// Logical parameters that only some versions have, with the value every element of an input
-/// holding the old behaviour has: (op, parameter, value). Slice before 10 has no `steps` (all 1);
-/// Dropout before 12 has no `training_mode` (inference, 0).
-const DROPPED_PARAM_DEFAULT: &[(&str, &str, f64)] =
-    &[("Slice", "steps", 1.0), ("Dropout", "training_mode", 0.0)];
-
-fn dropped_param_default(op: &str, param: &str) -> Option<f64> {
-    DROPPED_PARAM_DEFAULT
-        .iter()
-        .find(|(o, p, _)| *o == op && *p == param)
-        .map(|x| x.2)
-}
-
 /// Whether a constant's every element is `x`.
 fn holds_everywhere(v: &Val, x: f64) -> bool {
     match v {
@@ -921,18 +820,6 @@ fn implicit_default(attr: &str) -> Option<i64> {
         _ => None,
     }
 }
-
-fn absent_means(op: &str, param: &str) -> Option<f64> {
-    ABSENT_PARAM_MEANS
-        .iter()
-        .find(|(o, p, _)| *o == op && *p == param)
-        .map(|x| x.2)
-}
-
-/// Ops whose logical parameters are not moved by rebinding: their moves change more than
-/// where a value lives (TopK's `k` becomes a 1-element tensor, Upsample and Resize change their
-/// inputs and modes, Reshape-1 has no `shape` input at all).
-const LOGICAL_MOVES_NOT_CONVERTED: &[&str] = &["TopK", "Upsample", "Resize", "Reshape"];
 
 fn attr_value(eg: &OnnxEGraph, class: Id) -> Option<&onnx_proto::AttributeProto> {
     eg[class].nodes.iter().find_map(|n| match n.kind {

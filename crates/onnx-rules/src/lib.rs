@@ -41,6 +41,7 @@ mod funcs;
 pub mod ir;
 pub mod params;
 mod parse;
+pub mod version_steps;
 
 use std::collections::BTreeSet;
 

@@ -14,6 +14,10 @@
 //! `python scripts/gen_contrib_schema.py`; `--check` on either says whether its file is
 //! current.
 //!
+//! [`versions`] holds what the schemas do not show about crossing from one version of an op to
+//! another (changes of meaning, renamed inputs, added and dropped parameters): the one source
+//! of version semantics that the generated version steps and the rebinding both read.
+//!
 //! ```
 //! use onnx_schema::registry;
 //!
@@ -31,6 +35,7 @@ mod parse;
 mod registry;
 mod schema;
 mod type_str;
+pub mod versions;
 
 pub use embedded::{onnxruntime_extensions, registry, try_registry};
 pub use error::{Error, Result, SchemaId};

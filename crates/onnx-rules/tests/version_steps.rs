@@ -1,0 +1,22 @@
+//! The generated version steps ([`onnx_rules::version_steps`]): the text the built-in rule set
+//! loads as `rules/version/steps.rules`, as a snapshot, so that a change of the generator, the
+//! version tables or the schema table shows as a diff of the steps.
+
+#[test]
+fn generated_version_steps() {
+    let text = onnx_rules::version_steps::generate();
+    assert_eq!(text, onnx_rules::version_steps::steps_text());
+    insta::assert_snapshot!(text);
+}
+
+/// Generation runs on every start of a conversion (about 40 ms in a release build): it must
+/// stay cheap.
+#[test]
+fn generation_takes_milliseconds() {
+    onnx_schema::registry();
+    let t = std::time::Instant::now();
+    let text = onnx_rules::version_steps::generate();
+    let ms = t.elapsed().as_millis();
+    assert!(!text.is_empty());
+    assert!(ms < 500, "generating the version steps took {ms} ms");
+}
