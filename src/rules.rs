@@ -38,22 +38,23 @@ pub const BUILTIN_RULE_FILES: &[(&str, &str)] = &[
 /// extraction keeps them only where the op is not legal at the target. The version steps are
 /// not a file: onnx-rules generates them from the schemas and onnx-schema's version tables
 /// ([`onnx_rules::version_steps`]), loaded under the name `rules/version/steps.rules`.
-pub static VERSION_RULE_FILES: std::sync::LazyLock<[(&str, &str); 3]> = std::sync::LazyLock::new(|| {
-    [
-        (
-            "rules/version/decompose.rules",
-            include_str!("../rules/version/decompose.rules"),
-        ),
-        (
-            "rules/version/moves.rules",
-            include_str!("../rules/version/moves.rules"),
-        ),
-        (
-            onnx_rules::version_steps::STEPS_ORIGIN,
-            onnx_rules::version_steps::steps_text(),
-        ),
-    ]
-});
+pub static VERSION_RULE_FILES: std::sync::LazyLock<[(&str, &str); 3]> =
+    std::sync::LazyLock::new(|| {
+        [
+            (
+                "rules/version/decompose.rules",
+                include_str!("../rules/version/decompose.rules"),
+            ),
+            (
+                "rules/version/moves.rules",
+                include_str!("../rules/version/moves.rules"),
+            ),
+            (
+                onnx_rules::version_steps::STEPS_ORIGIN,
+                onnx_rules::version_steps::steps_text(),
+            ),
+        ]
+    });
 
 /// Which rules to load.
 #[derive(Debug, Clone, Default)]

@@ -28,7 +28,7 @@
 //! them between an attribute and an input. Multi-output ops get one step per output count.
 //!
 //! The changes of meaning ([`onnx_schema::versions::MEANING_CHANGES`]) are crossed by families
-//! of guarded steps ([`families`]): Softmax/LogSoftmax/Hardmax at 13, Sum/Max/Min/Mean at 8,
+//! of guarded steps (the `families` module): Softmax/LogSoftmax/Hardmax at 13, Sum/Max/Min/Mean at 8,
 //! the `broadcast` attribute's ops at 7, Cast 1 <-> 6, the pooling ops across 22 with
 //! `ceil_mode` 0, Split 13 <-> 18 by `num_outputs`, Attention 24 <-> 25. The rows marked
 //! [`StepsAcross::ByHand`] are left to `rules/version/moves.rules`.
