@@ -616,14 +616,8 @@ impl super::Pass for MergeSiblingConvs {
         model: &mut onnx_ir::Model,
         cx: &mut super::PassContext<'_>,
     ) -> Result<super::Changes, crate::Error> {
-        if super::sibling_matmul::count_op(&model.graph, "Conv") < 2 {
-            return Ok(super::Changes::new());
-        }
-        let mut proto = model.to_proto();
-        let n = merge_sibling_convs(&mut proto);
-        if n > 0 {
-            *model = cx.to_ir(proto)?;
-        }
+        let n =
+            super::sibling_matmul::merge_siblings_on_proto(model, cx, "Conv", merge_sibling_convs)?;
         Ok(super::Changes::from([("merged_convs", n)]))
     }
 }

@@ -329,21 +329,32 @@ impl super::Pass for MergeSiblingMatMuls {
         model: &mut onnx_ir::Model,
         cx: &mut super::PassContext<'_>,
     ) -> Result<super::Changes, crate::Error> {
-        if count_op(&model.graph, "MatMul") < 2 {
-            return Ok(super::Changes::new());
-        }
-        let mut proto = model.to_proto();
-        let n = merge_sibling_matmuls(&mut proto);
-        if n > 0 {
-            *model = cx.to_ir(proto)?;
-        }
+        let n = merge_siblings_on_proto(model, cx, "MatMul", merge_sibling_matmuls)?;
         Ok(super::Changes::from([("merged_matmuls", n)]))
     }
 }
 
-/// Nodes of a default-domain op in a graph (not its subgraphs).
-pub(crate) fn count_op(g: &onnx_ir::Graph, op: &str) -> usize {
-    g.nodes_in_order()
+/// Runs a sibling merge over the protobuf of a model whose main graph has at least two nodes
+/// of the default-domain `op` (the model is replaced only when the merge removed nodes);
+/// returns how many nodes went.
+pub(crate) fn merge_siblings_on_proto(
+    model: &mut onnx_ir::Model,
+    cx: &super::PassContext<'_>,
+    op: &str,
+    merge: fn(&mut ModelProto) -> usize,
+) -> Result<usize, crate::Error> {
+    let count = model
+        .graph
+        .nodes_in_order()
         .filter(|(_, n)| n.op_type == op && n.is_onnx_domain())
-        .count()
+        .count();
+    if count < 2 {
+        return Ok(0);
+    }
+    let mut proto = model.to_proto();
+    let n = merge(&mut proto);
+    if n > 0 {
+        *model = cx.to_ir(proto)?;
+    }
+    Ok(n)
 }
