@@ -82,3 +82,44 @@ fn a_shared_conv_is_not_duplicated() {
         );
     }
 }
+
+/// A pipeline's `[[pass]]` list is what runs: a pass it leaves out does not run, and the report
+/// has one entry per declared pass.
+#[test]
+fn the_declared_passes_are_what_runs() {
+    let text =
+        "[[pass]]\nname = \"saturate\"\n\n[[phase]]\nname = \"rules\"\nrules = [\"builtin\"]\n";
+    let pipeline = Pipeline::parse(text, "only-saturate.toml").unwrap();
+    let model = onnx_opt::parse_text(
+        r#"<ir_version: 8, opset_import: ["" : 13]>
+           g (float[2, 3] x) => (float[2, 3] y) { t = Identity(x)  y = Relu(t) }"#,
+    )
+    .unwrap();
+    let out = Optimizer::new()
+        .pipeline(pipeline)
+        .optimize(&model)
+        .unwrap();
+    let names: Vec<&str> = out.report.passes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["saturate"]);
+    assert_eq!(out.report.nodes_after, 1);
+}
+
+/// A pass list naming an unknown pass, or making a pass wait on a later one, is refused with
+/// the pipeline's name.
+#[test]
+fn a_bad_pass_list_is_an_error_naming_the_pipeline() {
+    let unknown = "[[pass]]\nname = \"fold-everything\"\n";
+    let err = Pipeline::parse(unknown, "mine.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("pipeline mine.toml: no pass named 'fold-everything'"),
+        "{err}"
+    );
+    let later = "[[pass]]\nname = \"splice-constant-ifs\"\nif_changed = \"expand-bodies\"\n\n[[pass]]\nname = \"expand-bodies\"\n";
+    let err = Pipeline::parse(later, "mine.toml").unwrap_err().to_string();
+    assert!(
+        err.contains("if_changed names 'expand-bodies', which is not an earlier pass"),
+        "{err}"
+    );
+}

@@ -118,6 +118,12 @@ fn pipelines_are_listed_and_selected_by_name_or_file() {
     for name in ["default:", "fast:", "aggressive:"] {
         assert!(text.contains(name), "{text}");
     }
+    // Each pipeline says its passes, and the table says what each pass does.
+    assert!(
+        text.contains("  passes: expand-bodies, convert-functions, saturate, splice-constant-ifs (if expand-bodies changed the model), saturate-at-target\n"),
+        "{text}"
+    );
+    assert!(text.contains("  merge-sibling-convs "), "{text}");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("mlp.onnx");
     let o = onnx_opt(&[&example(), &"-o", &out, &"--pipeline", &"fast"]);
