@@ -6,6 +6,9 @@
 //! fails at planning, naming the node. At run time a body's captured outer values are bound
 //! once per run of the node, then the body runs from its plan as many times as needed, with
 //! loop-carried values moved from one iteration to the next.
+//!
+//! Layer: a node plan, above the executor (`plan`), the kernel interface and the kernels; below
+//! the planner (`session`), which calls `plan_control` with a callback that plans a subgraph.
 
 use std::any::Any;
 
@@ -16,9 +19,9 @@ use onnx_proto::{GraphProto, NodeProto, TensorProto};
 
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::KernelCtx;
 use crate::kernels::norm_axis;
-use crate::registry::KernelCtx;
-use crate::session::{DeclaredType, Frame, SubPlan};
+use crate::plan::{DeclaredType, Frame, NodePlan, SubPlan};
 use crate::tensor::{check_size, map_all, Array, Tensor};
 use crate::value::{Sequence, Value};
 
@@ -283,14 +286,9 @@ fn plan_scan(ctx: &KernelCtx, build: &mut BuildSub, graph: &GraphProto) -> Resul
     }))
 }
 
-impl ControlPlan {
+impl NodePlan for ControlPlan {
     /// Runs the node; `frame` holds the enclosing graph's values its subgraphs capture.
-    pub(crate) fn run(
-        &self,
-        ctx: &KernelCtx,
-        inputs: &[Option<&Value>],
-        frame: &Frame,
-    ) -> Result<Vec<Value>> {
+    fn run(&self, ctx: &KernelCtx, inputs: &[Option<&Value>], frame: &Frame) -> Result<Vec<Value>> {
         let mut outputs = match self {
             ControlPlan::If {
                 then_branch,

@@ -8,23 +8,18 @@
 //! planning: a body attribute with `ref_attr_name` takes the caller's attribute of that name,
 //! else the function's default (`attribute_proto`, or the schema default), else it is absent.
 //! Formal inputs the caller leaves out become absent inputs of the body nodes that read them.
+//!
+//! Layer: a node plan, above the executor (`plan`) and the kernel interface; below the planner
+//! (`session`), which passes its graph planner (`GraphPlan::build`) to `plan_function`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use onnx_proto::{
-    AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, ValueInfoProto,
-};
+use onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 
 use crate::error::{RefError, Result};
-use crate::registry::{normalize_domain, KernelCtx};
-use crate::session::{GraphPlan, PlanCtx};
+use crate::kernel::{normalize_domain, KernelCtx};
+use crate::plan::{BuildGraph, Frame, FunctionKey, GraphPlan, LocalFunctions, NodePlan, PlanCtx};
 use crate::value::Value;
-
-/// A model-local function's identity: (domain, name, overload), domain normalized.
-pub(crate) type FunctionKey = (String, String, String);
-
-/// The model-local functions by key.
-pub(crate) type LocalFunctions = BTreeMap<FunctionKey, FunctionProto>;
 
 /// The model's functions by (domain, name, overload).
 pub(crate) fn local_functions(model: &ModelProto) -> LocalFunctions {
@@ -67,10 +62,16 @@ pub(crate) struct FunctionPlan {
     places: Vec<usize>,
 }
 
-impl FunctionPlan {
+impl NodePlan for FunctionPlan {
     /// Runs the body on the node's inputs; returns one value per node output (an empty
-    /// optional stands in for outputs the node does not request).
-    pub(crate) fn run(&self, ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+    /// optional stands in for outputs the node does not request). A body reads no outer value:
+    /// `frame` is not used.
+    fn run(
+        &self,
+        ctx: &KernelCtx,
+        inputs: &[Option<&Value>],
+        _frame: &Frame,
+    ) -> Result<Vec<Value>> {
         let feeds = self
             .feeds
             .iter()
@@ -90,9 +91,13 @@ impl FunctionPlan {
     }
 }
 
-/// The function body for a node without a kernel, planned; `None` when neither the model nor
-/// the schema gives one (the caller reports `MissingKernel`).
-pub(crate) fn plan_function(ctx: &KernelCtx, plan_ctx: &PlanCtx) -> Result<Option<FunctionPlan>> {
+/// The function body for a node without a kernel, planned with `build`; `None` when neither the
+/// model nor the schema gives one (the caller reports `MissingKernel`).
+pub(crate) fn plan_function(
+    ctx: &KernelCtx,
+    plan_ctx: &PlanCtx,
+    build: BuildGraph,
+) -> Result<Option<FunctionPlan>> {
     let domain = normalize_domain(ctx.node.domain.as_deref().unwrap_or("")).to_string();
     let key: FunctionKey = (
         domain.clone(),
@@ -184,7 +189,7 @@ pub(crate) fn plan_function(ctx: &KernelCtx, plan_ctx: &PlanCtx) -> Result<Optio
         child.opsets.insert(d, o.version.unwrap_or(1));
     }
     child.call_stack.push(key);
-    let plan = GraphPlan::build(&graph, &child, &|_| false)
+    let plan = build(&graph, &child, &|_| false)
         .map_err(|e| RefError::nested(&node_ref, label.as_str(), e))?;
     Ok(Some(FunctionPlan {
         label,

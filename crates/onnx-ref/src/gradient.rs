@@ -17,13 +17,15 @@
 //! gradient for it; an op without a rule on a path the gradient flows through is a planning
 //! error naming the Gradient node and the op; a rule emits nodes valid for the model's
 //! default-domain opset, which must be at least 9. The backward graphs use a few internal
-//! kernels (`internal.rs`, domain `ai.onnx_opt.internal`) for what ONNX cannot say without
-//! static ranks or types (summing a broadcast gradient back to its operand's shape, typed
+//! kernels (`kernels/backward.rs`, domain `ai.onnx_opt.internal`) for what ONNX cannot say
+//! without static ranks or types (summing a broadcast gradient back to its operand's shape, typed
 //! constants, matrix transposes of unknown rank).
+//!
+//! Layer: a node plan, above the executor (`plan`), `control` and the kernels; below the planner
+//! (`session`), which plans the backward graph this module generates.
 
 mod emit;
 mod forward;
-mod internal;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -33,15 +35,15 @@ use std::collections::BTreeSet;
 use onnx_proto::{GraphProto, NodeProto, ValueInfoProto};
 
 use crate::error::{RefError, Result};
-use crate::registry::{normalize_domain, KernelCtx};
-use crate::session::{Frame, Opsets, SubPlan};
+use crate::kernel::{normalize_domain, KernelCtx};
+use crate::plan::{Frame, NodePlan, Opsets, SubPlan};
 use crate::value::Value;
 
 use emit::Emitter;
 use forward::forward_slice;
 use rules::RuleError;
 
-pub(crate) use internal::{register_internal_kernels, INTERNAL_DOMAIN};
+pub(crate) use crate::kernels::backward::INTERNAL_DOMAIN;
 
 /// The domain of the Gradient operator.
 const TRAINING_DOMAIN: &str = "ai.onnx.preview.training";
@@ -305,15 +307,12 @@ impl GradientPlan {
     pub(crate) fn new(body: SubPlan) -> Self {
         GradientPlan { body }
     }
+}
 
+impl NodePlan for GradientPlan {
     /// Runs the backward graph on the node's inputs (`xs` then `zs` values); `frame` holds
     /// the enclosing graph's values it captures.
-    pub(crate) fn run(
-        &self,
-        ctx: &KernelCtx,
-        inputs: &[Option<&Value>],
-        frame: &Frame,
-    ) -> Result<Vec<Value>> {
+    fn run(&self, ctx: &KernelCtx, inputs: &[Option<&Value>], frame: &Frame) -> Result<Vec<Value>> {
         let bound = self.body.bind(frame)?;
         let feeds = inputs.iter().map(|v| v.cloned()).collect();
         let mut outputs = self

@@ -1,31 +1,35 @@
-//! The executor: a `Session` plans a model once (kernel lookup, topological order, value slots,
-//! last uses, initializers decoded, subgraphs and function bodies planned recursively) and then
-//! runs it on inputs, freeing each intermediate after its last use.
+//! The planner and the session: a `Session` plans a model once (kernel lookup, topological
+//! order, value slots, last uses, initializers decoded, subgraphs and function bodies planned
+//! recursively) and then runs it on inputs with the executor (`crate::plan`), freeing each
+//! intermediate after its last use.
 //!
 //! A step is a kernel, a control-flow node with its planned subgraphs (`crate::control`), an
-//! op expanded into its function body (`crate::function`), or a Gradient node with its
-//! generated backward graph (`crate::gradient`). A subgraph reads outer-scope values
+//! op expanded into its function body (`crate::function`), a Gradient node with its
+//! generated backward graph (`crate::gradient`), or a FlexAttention node with its modifier
+//! subgraphs (`crate::flex_attention`). A subgraph reads outer-scope values
 //! through captures resolved at planning time to slots of the enclosing graph (`Src`), so a loop
 //! body that runs many times never looks names up.
+//!
+//! Layer: the planner, above the executor (`plan`), the node plans it dispatches to (`control`,
+//! `function`, `gradient`, `flex_attention`) and the registry; only `eval` is above it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
-use onnx_proto::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
+use onnx_proto::{GraphProto, ModelProto, NodeProto};
 
-use crate::control::{self, subgraph_reads, ControlPlan};
-use crate::dtype::DType;
+use crate::control::{self, subgraph_reads};
 use crate::error::{NodeRef, RefError, Result};
-use crate::function::{self, local_functions, FunctionKey, FunctionPlan, LocalFunctions};
+use crate::flex_attention::{self, FlexAttentionPlan};
+use crate::function::{self, local_functions};
 use crate::gradient::{self, GradientPlan};
-use crate::registry::{
-    builtin_registry, normalize_domain, run_kernel, KernelCtx, KernelFn, KernelRegistry,
+use crate::kernel::{normalize_domain, run_kernel, KernelCtx, KernelRegistry};
+use crate::plan::{
+    declared_type, graph_err, DeclaredType, GraphInput, GraphPlan, Opsets, PlanCtx, Profile, Slot,
+    Src, Step, StepKind, SubPlan,
 };
+use crate::registry::builtin_registry;
 use crate::tensor::Tensor;
 use crate::value::Value;
-
-/// Opset version per domain (`""` for the default domain).
-pub type Opsets = BTreeMap<String, i64>;
 
 /// The opset imports of a model, domains normalized.
 pub fn model_opsets(model: &ModelProto) -> Opsets {
@@ -60,95 +64,6 @@ impl<'a> Scope<'a> {
     }
 }
 
-/// The declared type of a graph input.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DeclaredType {
-    /// A tensor with an element type and, when known, a shape (`None` dims are symbolic).
-    Tensor {
-        dtype: Option<DType>,
-        dims: Option<Vec<Option<i64>>>,
-    },
-    /// A sequence, map, optional or something the interpreter does not check.
-    Other,
-}
-
-/// The declared type of a `ValueInfoProto`.
-pub fn declared_type(vi: &ValueInfoProto) -> DeclaredType {
-    let Some(tp) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
-        return DeclaredType::Other;
-    };
-    match tp {
-        type_proto::Value::TensorType(t) => DeclaredType::Tensor {
-            dtype: t.elem_type.and_then(DType::from_code),
-            dims: t.shape.as_ref().map(|s| {
-                s.dim
-                    .iter()
-                    .map(|d| match d.value {
-                        Some(onnx_proto::tensor_shape_proto::dimension::Value::DimValue(v)) => {
-                            Some(v)
-                        }
-                        _ => None,
-                    })
-                    .collect()
-            }),
-        },
-        _ => DeclaredType::Other,
-    }
-}
-
-/// Index of a value in its graph's own value table.
-pub(crate) type Slot = usize;
-
-/// Where a step reads a value: a slot of its own graph, or the i-th value its graph captures
-/// from the enclosing graph (resolved once at planning, never by name at run time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Src {
-    Local(Slot),
-    Outer(usize),
-}
-
-/// The values a running graph can read: its own slots and the values it captured.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Frame<'v> {
-    values: &'v [Option<Value>],
-    outer: &'v [&'v Value],
-}
-
-impl<'v> Frame<'v> {
-    /// A frame with no values (a lone node evaluated by `eval_node`).
-    pub(crate) fn empty() -> Frame<'static> {
-        Frame {
-            values: &[],
-            outer: &[],
-        }
-    }
-
-    /// The value at `src`, when it has been computed.
-    pub(crate) fn get(&self, src: Src) -> Option<&'v Value> {
-        match src {
-            Src::Local(s) => self.values.get(s).and_then(Option::as_ref),
-            Src::Outer(i) => self.outer.get(i).copied(),
-        }
-    }
-}
-
-/// Deepest nesting of subgraphs and function calls the planner accepts.
-pub(crate) const MAX_NESTING: usize = 64;
-
-/// What planning a graph needs besides the graph: kernels, opsets, model-local functions, and
-/// the chain of function expansions in progress (to refuse recursion).
-#[derive(Debug, Clone)]
-pub(crate) struct PlanCtx<'a> {
-    pub(crate) registry: &'a KernelRegistry,
-    pub(crate) opsets: Opsets,
-    pub(crate) functions: &'a LocalFunctions,
-    pub(crate) call_stack: Vec<FunctionKey>,
-    pub(crate) depth: usize,
-    /// Decode this graph's large initializers when a run first reads them and drop them after
-    /// their last read ([`Session::with_lazy_weights`]); never passed down to subgraphs.
-    pub(crate) lazy_weights: bool,
-}
-
 /// Whether `step` is a Gather (a kernel) that reads `slot` as its data and nowhere else.
 fn reads_rows_only(step: &Step, slot: Slot) -> bool {
     step.node.op_type.as_deref() == Some("Gather")
@@ -159,124 +74,9 @@ fn reads_rows_only(step: &Step, slot: Slot) -> bool {
         && step.inputs[1] != Some(Src::Local(slot))
 }
 
-/// The data of a Gather over a lazy initializer `t`, and new indices when only some rows were
-/// decoded: for axis 0 and integer indices all in range, a table of the named rows (sorted,
-/// each once) and the indices renumbered into it; otherwise the whole tensor and `None` (the
-/// kernel then reports bad indices itself).
-fn gather_table(
-    t: &onnx_proto::TensorProto,
-    ctx: &KernelCtx,
-    ins: &[Option<&Value>],
-) -> Result<(Value, Option<Value>)> {
-    let whole = || Ok((Value::Tensor(Tensor::from_proto(t)?), None));
-    let (Some(raw), Some(Value::Tensor(indices))) = (&t.raw_data, ins.get(1).copied().flatten())
-    else {
-        return whole();
-    };
-    let elem_bits = t
-        .data_type
-        .and_then(DType::from_code)
-        .map_or(0, DType::bit_width);
-    let axis = ctx.attr_int("axis", 0)?;
-    let Some(&rows) = t.dims.first() else {
-        return whole();
-    };
-    let row_bytes = t.dims[1..].iter().try_fold(elem_bits / 8, |acc, &d| {
-        usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
-    });
-    let Some(row_bytes) = row_bytes else {
-        return whole();
-    };
-    let fits = elem_bits > 0
-        && elem_bits.is_multiple_of(8)
-        && (axis == 0 || axis == -(t.dims.len() as i64))
-        && matches!(indices.dtype(), DType::Int64 | DType::Int32)
-        && usize::try_from(rows)
-            .ok()
-            .and_then(|r| r.checked_mul(row_bytes))
-            == Some(raw.len());
-    if !fits {
-        return whole();
-    }
-    let idx = indices.to_i64_vec()?;
-    let mut picked: Vec<i64> = Vec::with_capacity(idx.len());
-    for &i in &idx {
-        let i = if i < 0 { i + rows } else { i };
-        if !(0..rows).contains(&i) {
-            return whole();
-        }
-        picked.push(i);
-    }
-    let mut unique = picked.clone();
-    unique.sort_unstable();
-    unique.dedup();
-    let mut bytes = Vec::with_capacity(unique.len() * row_bytes);
-    for &r in &unique {
-        let start = r as usize * row_bytes;
-        bytes.extend_from_slice(&raw[start..start + row_bytes]);
-    }
-    let mut dims = t.dims.clone();
-    dims[0] = unique.len() as i64;
-    let part = onnx_proto::TensorProto {
-        dims,
-        data_type: t.data_type,
-        name: t.name.clone(),
-        raw_data: Some(bytes.into()),
-        ..Default::default()
-    };
-    let renumbered: Vec<i64> = picked
-        .iter()
-        .map(|i| unique.binary_search(i).unwrap_or_default() as i64)
-        .collect();
-    let shape = indices.shape().to_vec();
-    let new_indices = match indices.dtype() {
-        DType::Int32 => Tensor::from_vec(
-            &shape,
-            renumbered.iter().map(|&i| i as i32).collect::<Vec<_>>(),
-        )?,
-        _ => Tensor::from_vec(&shape, renumbered)?,
-    };
-    Ok((
-        Value::Tensor(Tensor::from_proto(&part)?),
-        Some(Value::Tensor(new_indices)),
-    ))
-}
-
 /// An initializer worth decoding lazily: raw data of at least 1 KiB in the model itself.
 fn is_lazy_candidate(t: &onnx_proto::TensorProto) -> bool {
     t.raw_data.as_ref().is_some_and(|r| r.len() >= 1024) && !onnx_proto::is_external(t)
-}
-
-impl PlanCtx<'_> {
-    /// The context for a subgraph or function body one level down, or an error when nesting
-    /// is too deep.
-    pub(crate) fn descend(&self, node: &NodeRef) -> Result<Self> {
-        if self.depth >= MAX_NESTING {
-            return Err(RefError::Kernel {
-                node: node.clone(),
-                reason: format!("subgraphs and function calls nest deeper than {MAX_NESTING}"),
-            });
-        }
-        let mut child = self.clone();
-        child.depth += 1;
-        child.lazy_weights = false;
-        Ok(child)
-    }
-}
-
-/// How a step computes its outputs.
-#[derive(Debug)]
-pub(crate) enum StepKind {
-    /// A registered kernel.
-    Kernel(KernelFn),
-    /// A control-flow node with its planned subgraphs.
-    Control(Box<ControlPlan>),
-    /// An op expanded into its function body.
-    Function(Box<FunctionPlan>),
-    /// A Gradient node with its planned backward graph.
-    Gradient(Box<GradientPlan>),
-    /// Outputs computed at planning (`Constant`), cloned (sharing buffers) on each run.
-    Constant(Vec<Value>),
 }
 
 /// A `Constant` node's value does not depend on the run: it is computed once at planning
@@ -300,102 +100,6 @@ fn precompute_constant(node: &NodeProto, index: usize, opset: i64, kind: StepKin
             }
         }
         other => other,
-    }
-}
-
-impl StepKind {
-    /// Runs the step on its inputs; `frame` is the enclosing graph's values, which subgraphs
-    /// capture from.
-    pub(crate) fn run(
-        &self,
-        ctx: &KernelCtx,
-        inputs: &[Option<&Value>],
-        frame: &Frame,
-    ) -> Result<Vec<Value>> {
-        match self {
-            StepKind::Kernel(kernel) => run_kernel(*kernel, ctx, inputs),
-            StepKind::Control(plan) => plan.run(ctx, inputs, frame),
-            StepKind::Function(plan) => plan.run(ctx, inputs),
-            StepKind::Gradient(plan) => plan.run(ctx, inputs, frame),
-            StepKind::Constant(values) => Ok(values.clone()),
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Step {
-    node_index: usize,
-    node: NodeProto,
-    opset: i64,
-    kind: StepKind,
-    inputs: Vec<Option<Src>>,
-    outputs: Vec<Option<Slot>>,
-    /// Slots whose last use is this step.
-    free: Vec<Slot>,
-    /// Lazy initializers (indices into [`GraphPlan::lazy`]) this step reads first.
-    load: Vec<usize>,
-    /// A Gather whose data is a lazy initializer only it reads (an index into
-    /// [`GraphPlan::lazy`]): it decodes just the rows its indices name.
-    gather_rows: Option<usize>,
-}
-
-#[derive(Debug)]
-struct GraphInput {
-    name: String,
-    slot: Slot,
-    declared: DeclaredType,
-    /// True when an initializer of the same name gives a default.
-    has_default: bool,
-}
-
-/// A graph prepared for execution.
-#[derive(Debug)]
-pub(crate) struct GraphPlan {
-    name: String,
-    inputs: Vec<GraphInput>,
-    outputs: Vec<(String, Src)>,
-    /// Declared types of the outputs (used for zero-iteration loops and empty sequences).
-    output_types: Vec<DeclaredType>,
-    initializers: Vec<(Slot, Value)>,
-    /// Initializers decoded on each run just before their first read (and freed after their
-    /// last, like any value): their slot and tensor (whose `raw_data` shares the model's).
-    lazy: Vec<(Slot, onnx_proto::TensorProto)>,
-    /// Names captured from the enclosing scope; `Src::Outer(i)` is `outer_names[i]`.
-    outer_names: Vec<String>,
-    steps: Vec<Step>,
-    slot_count: usize,
-}
-
-/// A subgraph planned inside its owner: the plan and, for each name it captures, where that
-/// value lives in the owner's frame.
-#[derive(Debug)]
-pub(crate) struct SubPlan {
-    pub(crate) plan: GraphPlan,
-    captures: Vec<Src>,
-}
-
-impl SubPlan {
-    /// The captured values, read from the owner's frame once per run of the owning node.
-    pub(crate) fn bind<'v>(&self, frame: &Frame<'v>) -> Result<Vec<&'v Value>> {
-        self.captures
-            .iter()
-            .zip(&self.plan.outer_names)
-            .map(|(src, name)| {
-                frame.get(*src).ok_or_else(|| {
-                    graph_err(
-                        &self.plan.name,
-                        format!("outer-scope value '{name}' has no value"),
-                    )
-                })
-            })
-            .collect()
-    }
-}
-
-pub(crate) fn graph_err(graph: &str, reason: impl Into<String>) -> RefError {
-    RefError::Graph {
-        graph: graph.to_string(),
-        reason: reason.into(),
     }
 }
 
@@ -430,9 +134,10 @@ fn plan_subgraph(
     Ok(SubPlan { plan, captures })
 }
 
-/// Decides how a node runs: a registered kernel wins, then control flow, then a function body
-/// (model-local or from the schema); otherwise `MissingKernel`. `outer_visible` says which
-/// names the node's subgraphs may capture and `resolve` where they live.
+/// Decides how a node runs: a registered kernel wins, then FlexAttention, control flow, a
+/// Gradient, then a function body (model-local or from the schema); otherwise `MissingKernel`.
+/// `outer_visible` says which names the node's subgraphs may capture and `resolve` where they
+/// live.
 pub(crate) fn plan_node(
     node: &NodeProto,
     index: Option<usize>,
@@ -464,6 +169,10 @@ fn plan_node_in(
     if let Some(kernel) = ctx.registry.lookup(domain, kctx.op(), opset) {
         return Ok((opset, StepKind::Kernel(kernel)));
     }
+    if flex_attention::is_flex_attention(domain, kctx.op(), opset) {
+        let plan = FlexAttentionPlan::new(GraphPlan::build);
+        return Ok((opset, StepKind::FlexAttention(Box::new(plan))));
+    }
     let node_ref = kctx.node_ref();
     if control::is_control_op(domain, kctx.op()) {
         let mut build_sub = |part: &str, graph: &GraphProto| -> Result<SubPlan> {
@@ -494,7 +203,7 @@ fn plan_node_in(
         )?;
         return Ok((opset, StepKind::Gradient(Box::new(GradientPlan::new(body)))));
     }
-    if let Some(plan) = function::plan_function(&kctx, ctx)? {
+    if let Some(plan) = function::plan_function(&kctx, ctx, GraphPlan::build)? {
         return Ok((opset, StepKind::Function(Box::new(plan))));
     }
     Err(RefError::MissingKernel {
@@ -791,153 +500,6 @@ impl GraphPlan {
             slot_count: slots.len(),
         })
     }
-
-    /// Number of graph inputs.
-    pub(crate) fn num_inputs(&self) -> usize {
-        self.inputs.len()
-    }
-
-    /// Number of graph outputs.
-    pub(crate) fn num_outputs(&self) -> usize {
-        self.outputs.len()
-    }
-
-    /// The declared type of output `i`.
-    pub(crate) fn output_type(&self, i: usize) -> Option<&DeclaredType> {
-        self.output_types.get(i)
-    }
-
-    /// Runs the plan. `inputs` follow the graph inputs (`None`: not fed, the initializer
-    /// default applies); `outer` are the captured values, in `outer_names` order. Returns the
-    /// graph outputs in order.
-    pub(crate) fn run(&self, inputs: Vec<Option<Value>>, outer: &[&Value]) -> Result<Vec<Value>> {
-        self.run_profiled(inputs, outer, None)
-    }
-
-    /// [`GraphPlan::run`], adding each step's wall time to `profile` when one is given.
-    fn run_profiled(
-        &self,
-        inputs: Vec<Option<Value>>,
-        outer: &[&Value],
-        mut profile: Option<&mut Profile>,
-    ) -> Result<Vec<Value>> {
-        if inputs.len() > self.inputs.len() {
-            return Err(graph_err(
-                &self.name,
-                format!(
-                    "{} inputs given, the graph declares {}",
-                    inputs.len(),
-                    self.inputs.len()
-                ),
-            ));
-        }
-        if outer.len() != self.outer_names.len() {
-            return Err(graph_err(
-                &self.name,
-                format!(
-                    "{} outer-scope values bound, the graph captures {}",
-                    outer.len(),
-                    self.outer_names.len()
-                ),
-            ));
-        }
-        let mut values: Vec<Option<Value>> = vec![None; self.slot_count];
-        for (slot, v) in &self.initializers {
-            values[*slot] = Some(v.clone());
-        }
-        let mut given = inputs.into_iter();
-        for input in &self.inputs {
-            match given.next().flatten() {
-                Some(v) => values[input.slot] = Some(v),
-                None if input.has_default => {}
-                None => {
-                    return Err(RefError::Input {
-                        input: input.name.clone(),
-                        reason: format!("no value was given (graph '{}')", self.name),
-                    })
-                }
-            }
-        }
-        for step in &self.steps {
-            let started = profile.is_some().then(Instant::now);
-            for &i in &step.load {
-                let (slot, t) = &self.lazy[i];
-                // A fed graph input overrides its initializer.
-                if values[*slot].is_none() {
-                    values[*slot] = Some(Value::Tensor(Tensor::from_proto(t)?));
-                }
-            }
-            let outs = {
-                let frame = Frame {
-                    values: &values,
-                    outer,
-                };
-                let ins: Vec<Option<&Value>> = step
-                    .inputs
-                    .iter()
-                    .map(|s| s.and_then(|s| frame.get(s)))
-                    .collect();
-                let ctx = KernelCtx {
-                    node: &step.node,
-                    index: Some(step.node_index),
-                    opset: step.opset,
-                };
-                // A lazy table is decoded here: only its rows the indices name, or (a fed
-                // input, or indices this cannot take) as a whole.
-                let table = match step.gather_rows {
-                    Some(i) if ins[0].is_none() => Some(gather_table(&self.lazy[i].1, &ctx, &ins)?),
-                    _ => None,
-                };
-                let mut ins = ins;
-                if let Some((data, _)) = &table {
-                    ins[0] = Some(data);
-                }
-                if let Some((_, Some(indices))) = &table {
-                    ins[1] = Some(indices);
-                }
-                if let Some(missing) = step
-                    .inputs
-                    .iter()
-                    .zip(&ins)
-                    .position(|(s, v)| s.is_some() && v.is_none())
-                {
-                    return Err(ctx.err(format!(
-                        "input {missing} '{}' has no value",
-                        step.node.input.get(missing).map_or("", String::as_str)
-                    )));
-                }
-                step.kind.run(&ctx, &ins, &frame)?
-            };
-            for (slot, v) in step.outputs.iter().zip(outs) {
-                if let Some(s) = slot {
-                    values[*s] = Some(v);
-                }
-            }
-            for s in &step.free {
-                values[*s] = None;
-            }
-            if let (Some(p), Some(t)) = (profile.as_deref_mut(), started) {
-                p.add(&step.node, t.elapsed());
-            }
-        }
-        let mut out = Vec::with_capacity(self.outputs.len());
-        for (k, (name, src)) in self.outputs.iter().enumerate() {
-            let used_later = self.outputs[k + 1..].iter().any(|(_, s)| s == src);
-            let v = match *src {
-                Src::Local(s) if !used_later => values[s].take(),
-                Src::Local(s) => values[s].clone(),
-                Src::Outer(i) => outer.get(i).map(|v| (*v).clone()),
-            };
-            let v = v.ok_or_else(|| {
-                graph_err(
-                    &self.name,
-                    format!("graph output '{name}' was not computed"),
-                )
-            })?;
-            out.push(v);
-        }
-        Ok(out)
-    }
 }
 
 /// Checks a fed value against its declared type: dtype, rank and static dims.
@@ -980,41 +542,6 @@ fn check_input(name: &str, declared: &DeclaredType, value: &Value) -> Result<()>
         }
     }
     Ok(())
-}
-
-/// Wall time spent per operator type over one or more profiled runs.
-#[derive(Debug, Clone, Default)]
-pub struct Profile {
-    /// `(domain, op_type)` -> (node runs, total time).
-    by_op: BTreeMap<(String, String), (usize, Duration)>,
-}
-
-impl Profile {
-    fn add(&mut self, node: &NodeProto, elapsed: Duration) {
-        let key = (
-            node.domain.clone().unwrap_or_default(),
-            node.op_type.clone().unwrap_or_default(),
-        );
-        let entry = self.by_op.entry(key).or_default();
-        entry.0 += 1;
-        entry.1 += elapsed;
-    }
-
-    /// `(domain, op_type, node runs, total time)`, the most expensive first.
-    pub fn by_op(&self) -> Vec<(&str, &str, usize, Duration)> {
-        let mut rows: Vec<_> = self
-            .by_op
-            .iter()
-            .map(|((d, o), (n, t))| (d.as_str(), o.as_str(), *n, *t))
-            .collect();
-        rows.sort_by(|a, b| b.3.cmp(&a.3).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
-        rows
-    }
-
-    /// Total time of every profiled node.
-    pub fn total(&self) -> Duration {
-        self.by_op.values().map(|(_, t)| *t).sum()
-    }
 }
 
 /// A model prepared for repeated execution.
@@ -1127,8 +654,8 @@ impl Session {
     }
 }
 
-/// The main-graph nodes (indices into `graph.node`) that no kernel, control-flow plan,
-/// Gradient or function body (model-local or the schema's) can run at the model's opsets:
+/// The main-graph nodes (indices into `graph.node`) that no kernel, FlexAttention or
+/// control-flow plan, Gradient or function body (model-local or the schema's) can run at the model's opsets:
 /// custom-domain ops and contrib ops without a kernel. A [`Session`] refuses a model holding
 /// one; a caller that can treat them as boundaries (the optimizer's check) cuts them out first.
 /// A node whose domain the model does not import is not listed (planning reports it).
@@ -1160,8 +687,12 @@ pub fn opaque_nodes(model: &ModelProto) -> Vec<usize> {
         let op = kctx.op();
         let runnable = builtin_registry().lookup(domain, op, opset).is_some()
             || control::is_control_op(domain, op)
+            || flex_attention::is_flex_attention(domain, op, opset)
             || (gradient::is_gradient_op(domain, op) && opset == 1)
-            || !matches!(function::plan_function(&kctx, &ctx), Ok(None));
+            || !matches!(
+                function::plan_function(&kctx, &ctx, GraphPlan::build),
+                Ok(None)
+            );
         if !runnable {
             out.push(i);
         }

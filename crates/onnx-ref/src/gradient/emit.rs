@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use onnx_proto::{attribute_proto::AttributeType, tensor_proto::DataType};
 use onnx_proto::{AttributeProto, NodeProto, TensorProto};
 
-use super::internal::INTERNAL_DOMAIN;
+use crate::kernels::backward::INTERNAL_DOMAIN;
 
 /// Appends backward nodes with fresh names.
 #[derive(Debug)]
@@ -125,7 +125,7 @@ impl Emitter {
         self.single("", op, inputs, Vec::new())
     }
 
-    /// A one-output internal node (see `internal.rs`).
+    /// A one-output internal node (see `kernels/backward.rs`).
     pub(crate) fn internal(
         &mut self,
         op: &str,

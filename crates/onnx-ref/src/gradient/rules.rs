@@ -13,7 +13,7 @@ use onnx_proto::{AttributeProto, NodeProto};
 
 use super::emit::{int_attr, ints_attr, Emitter};
 use crate::dtype::DType;
-use crate::registry::normalize_domain;
+use crate::kernel::normalize_domain;
 
 /// Why a rule produced no gradients.
 #[derive(Debug)]

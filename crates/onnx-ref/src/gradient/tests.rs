@@ -811,7 +811,7 @@ fn bad_names_and_arity_are_errors() {
 #[test]
 fn gradient_outside_a_graph_is_an_error() {
     let g = gradient(&["a"], &["a"], &[], "a", &["d"]);
-    let err = crate::registry::eval_node(&g, 1, &[Some(Value::Tensor(scalar(1.0)))]);
+    let err = crate::eval::eval_node(&g, 1, &[Some(Value::Tensor(scalar(1.0)))]);
     assert!(
         matches!(&err, Err(e) if e.to_string().contains("enclosing graph")),
         "{err:?}"

@@ -1,7 +1,8 @@
 //! Attention-family kernels. This module holds Attention (opset 23; 24 adds
 //! `nonpad_kv_seqlen`; 25 adds sliding windows) and the pieces its relatives share: the head
 //! layout helpers and the reference-faithful rounding of 16-bit floats. The relatives live in
-//! submodules: `flex` (ai.onnx.preview FlexAttention), `recurrent` (LinearAttention,
+//! submodules: `flex` (ai.onnx.preview FlexAttention's arithmetic; the op is a planning step,
+//! `crate::flex_attention`, as it runs subgraphs), `recurrent` (LinearAttention,
 //! CausalConvWithState) and `blocks` (RotaryEmbedding, SwiGLU, TensorScatter).
 //!
 //! Precision follows onnx's reference implementation, which produced the backend test data:
@@ -13,6 +14,8 @@ mod blocks;
 mod flex;
 mod recurrent;
 
+pub(crate) use flex::{flex_attention, ModifierGraphs, MODIFIER_OPSET};
+
 use half::{bf16, f16};
 use num_traits::Float;
 
@@ -20,8 +23,8 @@ use super::matmul::{GemmElem, MatRef};
 use super::{typed, unsupported};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::{AccFloat, Real};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, Array, Tensor};
 use crate::value::Value;
 
@@ -29,7 +32,6 @@ use crate::value::Value;
 pub(crate) fn register_all(reg: &mut KernelRegistry) {
     reg.register("", "Attention", 23, LATEST, attention);
     blocks::register_all(reg);
-    flex::register_all(reg);
     recurrent::register_all(reg);
 }
 

@@ -8,9 +8,9 @@ use num_traits::AsPrimitive;
 use super::one;
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::minifloat::{self, E8M0Rounding};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{with_numeric, Array, Tensor};
 use crate::value::Value;
 

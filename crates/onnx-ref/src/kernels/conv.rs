@@ -5,8 +5,8 @@
 use super::matmul::{GemmElem, MatRef};
 use super::{one, same_dtype, typed, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::{Num, Real};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, Array, Tensor};
 use crate::value::Value;
 

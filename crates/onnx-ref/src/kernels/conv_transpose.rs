@@ -5,8 +5,8 @@
 use super::matmul::{GemmElem, MatRef};
 use super::{one, same_dtype, to_dims, typed, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Real;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, Array, Tensor};
 use crate::value::Value;
 
@@ -289,7 +289,7 @@ fn conv_transpose(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
 #[cfg(test)]
 mod tests {
     use super::super::test_util::{node, t};
-    use crate::registry::eval_node;
+    use crate::eval::eval_node;
 
     /// A kernel_shape that is not W's spatial dims is refused, not ignored (found by the
     /// optimizer fuzzer: shape inference reads the attribute, so a folded Shape disagreed).

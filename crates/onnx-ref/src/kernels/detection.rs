@@ -7,8 +7,8 @@
 use super::{one, unsupported};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, map_float, Array, Tensor};
 use crate::value::Value;
 

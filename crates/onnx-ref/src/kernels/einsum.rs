@@ -12,8 +12,8 @@ use ndarray::{Axis, IxDyn};
 use super::matmul::{GemmElem, MatRef};
 use super::{all_inputs, one, same_dtype, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, Array, Tensor};
 use crate::value::Value;
 

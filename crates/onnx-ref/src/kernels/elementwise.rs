@@ -8,8 +8,8 @@ use super::{
     zip_map,
 };
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{check_size, map_all, map_numeric, with_numeric, Array, Elem, Tensor};
 use crate::value::Value;
 

@@ -10,8 +10,8 @@
 use super::{one, to_dims, unsupported};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, map_numeric, Array, Tensor};
 use crate::value::Value;
 

@@ -8,7 +8,7 @@ use image::{ColorType, DynamicImage, ImageFormat};
 
 use super::one;
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::Tensor;
 use crate::value::Value;
 
@@ -117,7 +117,7 @@ mod tests {
 
     use super::*;
     use crate::error::RefError;
-    use crate::registry::eval_node;
+    use crate::eval::eval_node;
 
     fn node(pixel_format: &str) -> NodeProto {
         NodeProto {

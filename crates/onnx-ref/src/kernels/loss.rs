@@ -2,7 +2,7 @@
 //! ignore_index, reductions none/sum/mean, the optional log_prob output).
 
 use crate::error::{RefError, Result};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

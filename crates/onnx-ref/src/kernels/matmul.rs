@@ -6,8 +6,8 @@ use half::{bf16, f16};
 
 use super::{broadcast_shapes, broadcast_view, one, same_dtype, typed, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, Array, Tensor};
 use crate::value::Value;
 

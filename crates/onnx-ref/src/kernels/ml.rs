@@ -12,8 +12,8 @@ use ndarray::Axis;
 use super::{one, typed_like, unsupported};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry};
 use crate::tensor::{array_from_vec, check_size, map_all, map_numeric, Array, Elem, Tensor};
 use crate::value::Value;
 

@@ -4,11 +4,12 @@
 use ndarray::IxDyn;
 
 use crate::error::{RefError, Result};
-use crate::registry::{KernelCtx, KernelRegistry};
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::tensor::{Array, Tensor};
 use crate::value::Value;
 
 mod attention;
+pub(crate) mod backward;
 mod broadcast;
 mod cast;
 mod contrib;
@@ -43,6 +44,7 @@ mod test_util;
 mod training;
 mod unary;
 
+pub(crate) use attention::{flex_attention, ModifierGraphs, MODIFIER_OPSET};
 pub use cast::cast_tensor;
 pub use matmul::gemm_f32;
 

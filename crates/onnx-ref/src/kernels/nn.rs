@@ -4,8 +4,8 @@
 
 use super::{norm_axes, norm_axis, one, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Real;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, map_float, Array, Tensor};
 use crate::value::Value;
 

@@ -3,7 +3,7 @@
 
 use super::{norm_axes, one, typed};
 use crate::error::{RefError, Result};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, map_all, Array, Tensor};
 use crate::value::Value;
 

@@ -4,8 +4,8 @@
 use super::conv::{window, Window, WindowKind};
 use super::{one, unsupported};
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::{AccFloat, Num, Real};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, map_float, map_numeric, Array, Tensor};
 use crate::value::Value;
 
@@ -334,7 +334,7 @@ fn global_lp_pool(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
 #[cfg(test)]
 mod tests {
     use super::super::test_util::{int_attr, node, t};
-    use crate::registry::eval_node;
+    use crate::eval::eval_node;
     use onnx_proto::AttributeProto;
 
     fn ints(name: &str, v: &[i64]) -> AttributeProto {

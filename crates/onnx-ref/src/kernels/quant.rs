@@ -5,8 +5,8 @@
 use super::{norm_axis, one};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::minifloat;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, Tensor};
 use crate::value::Value;
 

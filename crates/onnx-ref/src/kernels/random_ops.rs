@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use super::{cast_tensor, one, to_dims};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{check_size, map_float, Array, Tensor};
 use crate::value::Value;
 
@@ -311,7 +311,7 @@ mod tests {
 
     use super::*;
     use crate::error::RefError;
-    use crate::registry::eval_node;
+    use crate::eval::eval_node;
 
     fn node(op: &str, n_in: usize, n_out: usize, attrs: Vec<AttributeProto>) -> NodeProto {
         NodeProto {

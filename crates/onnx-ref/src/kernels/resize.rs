@@ -5,7 +5,7 @@
 use super::{norm_axes, one, unsupported};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, Tensor};
 use crate::value::Value;
 

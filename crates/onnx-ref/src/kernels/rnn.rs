@@ -10,8 +10,8 @@ use half::{bf16, f16};
 use super::matmul::{GemmElem, MatRef};
 use super::unsupported;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::AccFloat;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, Tensor};
 use crate::value::Value;
 

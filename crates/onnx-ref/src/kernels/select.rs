@@ -4,8 +4,8 @@ use ndarray::{Axis, IxDyn};
 
 use super::{norm_axis, one, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, map_all, map_numeric, with_numeric, Array, Tensor};
 use crate::value::Value;
 

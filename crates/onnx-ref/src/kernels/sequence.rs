@@ -6,7 +6,7 @@ use ndarray::Axis;
 use super::{norm_axis, same_dtype, typed};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{map_all, Array, Elem, Tensor};
 use crate::value::{Sequence, Value};
 

@@ -10,8 +10,8 @@ use super::{
 };
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, map_all, map_numeric, Array, Elem, Tensor};
 use crate::value::Value;
 

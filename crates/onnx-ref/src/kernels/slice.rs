@@ -5,8 +5,8 @@ use ndarray::{Axis, Dimension, IxDyn, Slice};
 
 use super::{norm_axis, one, typed, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, map_all, map_numeric, Array};
 use crate::value::Value;
 

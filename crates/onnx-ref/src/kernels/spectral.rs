@@ -12,7 +12,7 @@ use rustfft::FftPlanner;
 use super::{cast_tensor, one, unsupported};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{check_size, Tensor};
 use crate::value::Value;
 

@@ -8,7 +8,7 @@ use ndarray::IxDyn;
 
 use super::{one, zip_map};
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, Array, Tensor};
 use crate::value::Value;
 
@@ -381,7 +381,7 @@ mod tests {
 
     use super::*;
     use crate::error::RefError;
-    use crate::registry::eval_node;
+    use crate::eval::eval_node;
 
     fn node(op: &str, attrs: Vec<AttributeProto>, n_out: usize) -> NodeProto {
         NodeProto {

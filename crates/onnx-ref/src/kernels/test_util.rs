@@ -4,7 +4,7 @@
 use onnx_proto::{AttributeProto, NodeProto};
 
 use crate::error::Result;
-use crate::registry::eval_node;
+use crate::eval::eval_node;
 use crate::tensor::Tensor;
 use crate::value::Value;
 

@@ -4,7 +4,7 @@
 //! Arithmetic is in f64; results take the dtype of the tensor they replace (float or double).
 
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry};
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::tensor::Tensor;
 use crate::value::Value;
 
@@ -226,7 +226,7 @@ mod tests {
 
     use super::*;
     use crate::error::RefError;
-    use crate::registry::eval_node;
+    use crate::eval::eval_node;
 
     fn f_attr(name: &str, v: f32) -> AttributeProto {
         AttributeProto {

@@ -6,8 +6,8 @@ use num_traits::{Float, Zero};
 
 use super::{one, same_dtype, typed, unsupported, zip_map};
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::{cst, erf, AccFloat, Num, Real};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{map_float, map_numeric, Array, Tensor};
 use crate::value::Value;
 

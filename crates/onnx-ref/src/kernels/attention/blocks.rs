@@ -4,9 +4,9 @@
 
 use super::round_to;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::kernels::{norm_axis, one, typed, unsupported};
 use crate::numeric::Real;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, map_all, Array, Tensor};
 use crate::value::Value;
 

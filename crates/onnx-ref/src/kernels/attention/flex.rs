@@ -7,32 +7,37 @@
 //! 16-bit and f32 inputs, f64 for f64, or the `softmax_precision` attribute.
 //!
 //! The modifier subgraphs run with the built-in kernels at ai.onnx opset
-//! [`MODIFIER_OPSET`]: a kernel does not see the model's opset imports, and the subgraphs may
+//! [`MODIFIER_OPSET`]: the op does not see the model's opset imports, and the subgraphs may
 //! not read values from the enclosing graph.
+//!
+//! Running a subgraph needs the planner, so FlexAttention is a planning step, not a registered
+//! kernel: this module is its arithmetic, given the planner's part as a [`ModifierGraphs`]
+//! (planning a modifier graph, running the plan); `crate::flex_attention` is the step. Layer: a
+//! kernel module (imports the kernel interface and the kernels' helpers only).
 
 use half::{bf16, f16};
 use onnx_proto::GraphProto;
 
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::KernelCtx;
 use crate::kernels::cast_tensor;
 use crate::kernels::matmul::{GemmElem, MatRef};
-use crate::registry::{builtin_registry, KernelCtx, KernelRegistry, LATEST};
-use crate::session::{GraphPlan, Opsets, PlanCtx};
 use crate::tensor::Tensor;
 use crate::value::Value;
 
 /// The ai.onnx opset the modifier subgraphs are planned with.
 pub(crate) const MODIFIER_OPSET: i64 = 26;
 
-pub(super) fn register_all(reg: &mut KernelRegistry) {
-    reg.register(
-        "ai.onnx.preview",
-        "FlexAttention",
-        1,
-        LATEST,
-        flex_attention,
-    );
+/// The planner's part of FlexAttention: plans a modifier subgraph (with the built-in kernels at
+/// [`MODIFIER_OPSET`], reading no outer value), and runs such a plan on its inputs.
+pub(crate) trait ModifierGraphs {
+    /// A planned modifier graph.
+    type Plan;
+    /// Plans `graph`.
+    fn plan_graph(&self, graph: &GraphProto) -> Result<Self::Plan>;
+    /// Runs a plan; returns the graph outputs in order.
+    fn run_plan(&self, plan: &Self::Plan, inputs: Vec<Option<Value>>) -> Result<Vec<Value>>;
 }
 
 /// Rounding of an f64 to a float type and back.
@@ -52,7 +57,8 @@ fn rounding(dtype: DType) -> Result<fn(f64) -> f64> {
 
 /// Runs a modifier subgraph on one tensor and returns its single output as f64 values,
 /// checking it kept the shape.
-fn run_modifier(
+fn run_modifier<M: ModifierGraphs>(
+    modifiers: &M,
     graph: &GraphProto,
     what: &str,
     shape: &[usize],
@@ -72,19 +78,9 @@ fn run_modifier(
             graph.output.len()
         )));
     }
-    let opsets: Opsets = [(String::new(), MODIFIER_OPSET)].into_iter().collect();
-    let functions = crate::function::LocalFunctions::new();
-    let plan_ctx = PlanCtx {
-        registry: builtin_registry(),
-        opsets,
-        functions: &functions,
-        call_stack: Vec::new(),
-        depth: 0,
-        lazy_weights: false,
-    };
-    let plan = GraphPlan::build(graph, &plan_ctx, &|_| false)?;
+    let plan = modifiers.plan_graph(graph)?;
     let feed = cast_tensor(&Tensor::from_vec(shape, values.to_vec())?, dtype)?;
-    let mut outs = plan.run(vec![Some(Value::Tensor(feed))], &[])?;
+    let mut outs = modifiers.run_plan(&plan, vec![Some(Value::Tensor(feed))])?;
     let out = match outs.pop() {
         Some(Value::Tensor(t)) => t,
         _ => {
@@ -102,7 +98,12 @@ fn run_modifier(
     out.to_f64_vec()
 }
 
-fn flex_attention(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+/// FlexAttention on the node's inputs, its modifier subgraphs planned and run by `modifiers`.
+pub(crate) fn flex_attention<M: ModifierGraphs>(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Value>],
+    modifiers: &M,
+) -> Result<Vec<Value>> {
     let q = ctx.input(inputs, 0)?;
     let k = ctx.input(inputs, 1)?;
     let v = ctx.input(inputs, 2)?;
@@ -198,7 +199,7 @@ fn flex_attention(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
         *x = round_c(round_t(*x));
     }
     if let Some(g) = ctx.attr_graph("score_mod") {
-        scores = run_modifier(g, "score_mod", &score_shape, &scores, compute)
+        scores = run_modifier(modifiers, g, "score_mod", &score_shape, &scores, compute)
             .map_err(|e| e.in_node(&ctx.node_ref()))?;
     }
     if s > 0 {
@@ -222,7 +223,7 @@ fn flex_attention(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
         }
     }
     if let Some(g) = ctx.attr_graph("prob_mod") {
-        scores = run_modifier(g, "prob_mod", &score_shape, &scores, compute)
+        scores = run_modifier(modifiers, g, "prob_mod", &score_shape, &scores, compute)
             .map_err(|e| e.in_node(&ctx.node_ref()))?;
     }
     let mut y = vec![0.0f64; b * hq * l * ev];

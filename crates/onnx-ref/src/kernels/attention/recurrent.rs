@@ -6,8 +6,8 @@
 
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::kernels::cast_tensor;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

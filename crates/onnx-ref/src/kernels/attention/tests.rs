@@ -1,7 +1,7 @@
 //! Unit tests of Attention and the node-building helpers the family's tests share.
 
 use super::*;
-use crate::registry::eval_node;
+use crate::eval::eval_node;
 use onnx_proto::{AttributeProto, NodeProto};
 
 /// A node of `op` with `inputs` names `in0..`, `outputs` names `out0..` and attributes.

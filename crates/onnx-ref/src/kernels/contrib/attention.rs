@@ -23,10 +23,10 @@ use half::{bf16, f16};
 use super::MS;
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::kernels::attention::{concat_seq, SoftmaxPrecision};
 use crate::kernels::matmul::{GemmElem, MatRef};
 use crate::kernels::unsupported;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

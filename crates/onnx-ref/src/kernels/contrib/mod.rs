@@ -12,7 +12,7 @@ mod quant;
 pub(crate) const MS: &str = "com.microsoft";
 
 /// Registers every contrib kernel family.
-pub fn register_all(reg: &mut crate::registry::KernelRegistry) {
+pub fn register_all(reg: &mut crate::kernel::KernelRegistry) {
     norm::register_all(reg);
     attention::register_all(reg);
     quant::register_all(reg);

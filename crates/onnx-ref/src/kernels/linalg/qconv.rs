@@ -9,8 +9,8 @@ use super::super::{cast_tensor, one, unsupported};
 use super::per_channel;
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{run_kernel, KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::AccFloat;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{check_size, Tensor};
 use crate::value::Value;
 
@@ -75,7 +75,14 @@ fn integer_conv(
         conv_node.input.push("b".into());
         args.push(Some(Value::Tensor(Tensor::from_vec(&[m], bv)?)));
     }
-    let mut out = crate::eval_node(&conv_node, 11, &args).map_err(|e| match e {
+    // Conv-11's kernel, as `eval_node` would find it in the built-in registry.
+    let refs: Vec<Option<&Value>> = args.iter().map(Option::as_ref).collect();
+    let conv_ctx = KernelCtx {
+        node: &conv_node,
+        index: None,
+        opset: 11,
+    };
+    let mut out = run_kernel(super::super::conv::conv, &conv_ctx, &refs).map_err(|e| match e {
         RefError::Kernel { reason, .. } => ctx.err(reason),
         other => other,
     })?;

@@ -4,8 +4,8 @@
 
 use super::super::{one, to_dims, unsupported};
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, check_size, map_float, map_numeric, Array};
 use crate::value::Value;
 

@@ -14,7 +14,7 @@ use super::scores::{classifier_scores, PostTransform, SecondClass};
 use super::tree::{floats_or_tensor, input_rows, ints, legacy_forest, LeafWeights};
 use super::ML;
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry};
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

@@ -13,8 +13,8 @@ use super::classifier::ClassLabels;
 use super::ML;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::kernels::one;
-use crate::registry::{KernelCtx, KernelRegistry};
 use crate::tensor::Tensor;
 use crate::value::{MapValue, Sequence, Value};
 

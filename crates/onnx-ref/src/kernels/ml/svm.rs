@@ -12,7 +12,7 @@ use super::scores::{classifier_scores, logistic, SecondClass};
 use super::tree::input_rows;
 use super::ML;
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry};
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

@@ -5,8 +5,8 @@ use onnx_proto::{AttributeProto, NodeProto, TensorProto};
 
 use super::ML;
 use crate::error::{RefError, Result};
+use crate::eval::eval_node;
 pub(super) use crate::kernels::test_util::{int_attr, node, run, t};
-use crate::registry::eval_node;
 use crate::tensor::Tensor;
 use crate::value::Value;
 

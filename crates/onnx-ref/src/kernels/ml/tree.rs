@@ -10,8 +10,8 @@ use super::scores::post_transform;
 use super::ML;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::kernels::{cast_tensor, one};
-use crate::registry::{KernelCtx, KernelRegistry};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

@@ -12,8 +12,8 @@ use super::{
     tensors, to_tensor, BertMasks, Bias4, Dims, KeyMask,
 };
 use crate::error::Result;
+use crate::kernel::KernelCtx;
 use crate::kernels::matmul::{GemmElem, MatRef};
-use crate::registry::KernelCtx;
 use crate::value::Value;
 
 pub(super) fn attention(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {

@@ -20,7 +20,7 @@ use super::{
     tensors, to_tensor, Bias4, Dims, RopeCache, Row,
 };
 use crate::error::Result;
-use crate::registry::KernelCtx;
+use crate::kernel::KernelCtx;
 use crate::tensor::Tensor;
 use crate::value::Value;
 

@@ -12,7 +12,7 @@ use super::{
     tensors, to_tensor, BertMasks, Bias4, Dims, KeyMask,
 };
 use crate::error::Result;
-use crate::registry::KernelCtx;
+use crate::kernel::KernelCtx;
 use crate::tensor::Tensor;
 use crate::value::Value;
 

@@ -10,7 +10,7 @@
 
 use super::{floats, same_type, tensor_of, MS};
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

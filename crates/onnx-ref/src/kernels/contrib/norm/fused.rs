@@ -12,7 +12,7 @@
 use super::{floats, floats_broadcast, same_type, tensor_of, MS};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{map_all, Tensor};
 use crate::value::Value;
 

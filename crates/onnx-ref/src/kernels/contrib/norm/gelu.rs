@@ -12,8 +12,8 @@ use std::f64::consts::{PI, SQRT_2};
 
 use super::{floats, floats_broadcast, same_type, tensor_of, MS};
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::erf;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::value::Value;
 
 pub(super) fn register_all(reg: &mut KernelRegistry) {
@@ -112,7 +112,7 @@ fn bias_add(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::eval_node;
+    use crate::eval::eval_node;
     use crate::tensor::Tensor;
     use half::f16;
     use onnx_proto::NodeProto;

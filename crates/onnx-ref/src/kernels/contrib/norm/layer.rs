@@ -11,8 +11,8 @@
 use super::{floats, floats_broadcast, same_type, tensor_of, MS};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::kernels::norm_axis;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::Tensor;
 use crate::value::Value;
 

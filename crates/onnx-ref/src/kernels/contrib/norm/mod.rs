@@ -21,7 +21,7 @@ mod layer;
 use super::MS;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry};
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::tensor::{array_from_vec, Tensor};
 use crate::value::Value;
 

@@ -12,9 +12,9 @@ use std::borrow::Cow;
 use super::{contiguous, float_data, float_result};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::kernels::norm_axis;
 use crate::minifloat;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{check_size, Tensor};
 use crate::value::Value;
 

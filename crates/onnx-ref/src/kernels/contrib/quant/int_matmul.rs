@@ -16,8 +16,8 @@ use super::super::super::matmul::matmul_of;
 use super::{float_data, float_result, scalar_value};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::kernels::broadcast_view;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, Array, Tensor};
 use crate::value::Value;
 

@@ -26,7 +26,7 @@ use super::super::quant;
 use super::MS;
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{Array, Tensor};
 
 /// Registers this family's kernels.

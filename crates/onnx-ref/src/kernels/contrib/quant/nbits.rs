@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use super::super::super::matmul::{GemmElem, MatRef};
 use super::{contiguous, float_data, float_result};
 use crate::error::Result;
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{check_size, Tensor};
 use crate::value::Value;
 

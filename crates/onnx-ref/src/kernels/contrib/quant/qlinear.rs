@@ -11,8 +11,8 @@ use super::super::super::pool::{for_each_window, out_shape, pool_window};
 use super::{q_tensor, scalar_value};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
+use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::kernels::{broadcast_shapes, broadcast_view, norm_axis};
-use crate::registry::{KernelCtx, KernelRegistry, LATEST};
 use crate::tensor::{array_from_vec, Array, Tensor};
 use crate::value::Value;
 

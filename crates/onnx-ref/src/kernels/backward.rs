@@ -1,7 +1,9 @@
-//! Internal kernels the backward graphs use, in the private domain `ai.onnx_opt.internal`
-//! (version 1). They exist only in this interpreter's registry (`register_internal_kernels`,
-//! called by `KernelRegistry::with_builtin_kernels`) and only generated gradient graphs import
-//! the domain; a model that names it itself gets them too, so the names are kept specific.
+//! Internal kernels the backward graphs of `crate::gradient` use, in the private domain
+//! `ai.onnx_opt.internal` (version 1). They exist only in this interpreter's registry
+//! (`register_all`, called by `KernelRegistry::with_builtin_kernels`) and only generated
+//! gradient graphs import the domain; a model that names it itself gets them too, so the names
+//! are kept specific. Plain kernels: the gradient module (a planning step) emits nodes of them,
+//! and they import nothing above the kernel interface.
 //!
 //! Each does one thing ONNX cannot say without knowing ranks or element types at graph-building
 //! time:
@@ -23,9 +25,9 @@
 use ndarray::{Axis, IxDyn};
 
 use crate::error::Result;
+use crate::kernel::{KernelCtx, KernelRegistry};
 use crate::kernels::cast_tensor;
 use crate::numeric::Num;
-use crate::registry::{KernelCtx, KernelRegistry};
 use crate::tensor::{map_all, map_numeric, Array, Tensor};
 use crate::value::Value;
 
@@ -33,7 +35,7 @@ use crate::value::Value;
 pub(crate) const INTERNAL_DOMAIN: &str = "ai.onnx_opt.internal";
 
 /// Registers the internal kernels of gradient graphs (domain `ai.onnx_opt.internal`, version 1).
-pub(crate) fn register_internal_kernels(reg: &mut KernelRegistry) {
+pub(crate) fn register_all(reg: &mut KernelRegistry) {
     reg.register(INTERNAL_DOMAIN, "SumToShapeOf", 1, 1, sum_to_shape_of);
     reg.register(INTERNAL_DOMAIN, "FullLike", 1, 1, full_like);
     reg.register(INTERNAL_DOMAIN, "ScalarLike", 1, 1, scalar_like);
