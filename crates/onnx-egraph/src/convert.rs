@@ -347,7 +347,8 @@ fn add_scan(eg: &mut OnnxEGraph, class: Id, plan: ScanPlan, target: i64) -> Opti
 }
 
 /// The default-domain ops whose every pair of consecutive (not deprecated) versions has a
-/// version step in `rules`, up and down: rebinding leaves them to the rules.
+/// version step in `rules`, up and down: rebinding leaves them to the rules. (The generated
+/// steps leave out the ops the rebinding carries alone, see `onnx_rules::version_steps`.)
 pub fn ops_with_steps(rules: &[&crate::RuleSet]) -> BTreeSet<String> {
     let mut pairs: BTreeSet<(String, i64, i64)> = BTreeSet::new();
     for set in rules {

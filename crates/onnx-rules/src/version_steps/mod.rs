@@ -4,15 +4,15 @@
 //! the name is the origin its rules' locations carry).
 //!
 //! For every pair of consecutive schema versions (A, B) of an op whose two versions compute the
-//! same function, two version steps:
+//! same function, two version steps (unless the rebinding carries the op alone, below):
 //!
 //! ```text
-//! rule relu_13_to_14 [version, step, exact]:
-//!   Relu@13(x) => Relu@14(x)
+//! rule reduce_sum_11_to_13 [version, step, exact]:
+//!   ReduceSum@11<axes: axes, ..rest>(data) => ReduceSum@13<axes: axes, ..rest>(data)
 //!
-//! rule relu_14_to_13 [version, step, exact]:
-//!   Relu@14(x) => Relu@13(x)
-//!   where member(dtype(x), [float, double, float16, bfloat16])
+//! rule reduce_sum_13_to_11 [version, step, exact]:
+//!   ReduceSum@13<axes: axes, ..rest>(data) => ReduceSum@11<axes: axes, ..rest>(data)
+//!   where member(dtype(data), [float, double, float16, int32, int64, uint32, uint64])
 //! ```
 //!
 //! with a guard wherever the element types the other version allows differ (and where it ties
@@ -38,6 +38,29 @@
 //! differing types are not tensors. Those are converted by hand-written rules or by the
 //! rebinding in onnx-egraph's `convert` module.
 //!
+//! # One mechanism per crossing
+//!
+//! A conversion has two mechanisms that carry a node from one version of its op to another:
+//! these steps (run in the version phase's saturation) and the rebinding of onnx-egraph's
+//! `convert` module (run after it, from the node's version straight to the target's). Each op is
+//! left to exactly one of them:
+//!
+//! - The rebinding alone carries the ops whose every pair of consecutive versions is *plain*:
+//!   one signature up to element types, no change of meaning, no logical parameter, no attribute
+//!   written with its old behaviour or held at another value, no guard beyond types. For those
+//!   the generator writes no step (the header lists them): a step would only restate what the
+//!   rebinding derives from the two schemas. Except for a few ops (`KEEP_STEPS`) whose steps
+//!   carry nodes of unknown element types, which the rebinding refuses: those keep their steps
+//!   and are carried by the steps alone.
+//! - The steps alone carry the ops whose every pair has steps and at least one pair is not
+//!   plain (a moved parameter, a family above): `convert::ops_with_steps` finds them in the
+//!   loaded rules and the rebinding leaves them alone.
+//! - The ops with a pair that gets no step (listed in the header with the reason) are rebound
+//!   where the steps leave them; their other pairs keep their steps, which the hand-written
+//!   rules of `rules/version/moves.rules` chain with. The ops of
+//!   [`onnx_schema::versions::PARTLY_STEPPED`] likewise: their steps cover some nodes (the
+//!   guards), the rebinding the others.
+//!
 //! Every generated rule is proven by `onnx-opt rules check` like any rule. The text is
 //! deterministic (ops in name order, versions ascending) and built once per process.
 
@@ -48,7 +71,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 use onnx_proto::attribute_proto::AttributeType;
-use onnx_schema::versions::{meaning_change, StepsAcross};
+use onnx_schema::versions::{meaning_change, StepsAcross, DROPPED_ATTRIBUTE_HELD};
 use onnx_schema::{NodeDeterminism, OpSchema};
 
 use crate::params::logical_params;
@@ -73,6 +96,43 @@ const MAX_VARIADIC_OUTPUTS: usize = 16;
 /// steps do not convert.
 const OUTPUT_COUNTS: &[(&str, &[usize])] = &[("BatchNormalization", &[1])];
 
+/// The steps of one pair of versions, and whether the rebinding carries the pair as well (the
+/// two versions have one signature up to element types and attributes at their defaults).
+struct Pair {
+    steps: Vec<String>,
+    plain: bool,
+}
+
+impl Pair {
+    /// Steps across a change the rebinding does not carry as the steps do.
+    fn special(steps: Vec<String>) -> Self {
+        Pair {
+            steps,
+            plain: false,
+        }
+    }
+}
+
+/// Plain ops whose steps are kept: removing them changed converted models. The rebinding needs
+/// the element type of every input and output of a node; a step up without a type guard does
+/// not, so it carries nodes whose types are not known. The backend tests
+/// `test_affine_grid_*_expanded` (opset 20) are refused at opset 21 without the steps of
+/// CastLike and ConstantOfShape (in the If branches of the expanded AffineGrid function) and
+/// of Transpose (after the If, whose outputs have no known type); the other plain ops those
+/// models use on such values keep theirs too (Expand, GatherElements, MatMul, Range, Shape,
+/// Size). Widening the rebinding to nodes of unknown types would let these go as well.
+const KEEP_STEPS: &[&str] = &[
+    "CastLike",
+    "ConstantOfShape",
+    "Expand",
+    "GatherElements",
+    "MatMul",
+    "Range",
+    "Shape",
+    "Size",
+    "Transpose",
+];
+
 /// Why a pair of versions gets no step (the header lists it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Skip(pub(crate) String);
@@ -96,17 +156,30 @@ pub fn generate() -> String {
     let ops: BTreeSet<&str> = registry.op_types("").collect();
     let mut rules: Vec<String> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
+    let mut rebound: Vec<&str> = Vec::new();
     for op in ops {
         let mut versions: Vec<&OpSchema> = registry.versions("", op).iter().collect();
         versions.sort_by_key(|s| s.since_version);
         let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut steps = Vec::new();
+        let mut all_plain = versions.len() > 1;
         for w in versions.windows(2) {
             let (frm, to) = (w[0], w[1]);
             let (a, b) = (frm.since_version, to.since_version);
             match pair_steps(op, frm, to, &mut reasons) {
-                Ok(steps) => rules.extend(steps),
-                Err(Skip(why)) => reasons.entry(why).or_default().push(format!("{a}->{b}")),
+                Ok(pair) => {
+                    all_plain &= pair.plain;
+                    steps.extend(pair.steps);
+                }
+                Err(Skip(why)) => {
+                    all_plain = false;
+                    reasons.entry(why).or_default().push(format!("{a}->{b}"));
+                }
             }
+        }
+        match all_plain && !KEEP_STEPS.contains(&op) {
+            true => rebound.push(op),
+            false => rules.extend(steps),
         }
         for (why, pairs) in reasons {
             if why != "deprecated" {
@@ -141,6 +214,21 @@ pub fn generate() -> String {
         .map(String::from),
     );
     header.extend(skipped);
+    header.push("#".to_string());
+    header.push(
+        "# Carried by the rebinding alone (every pair of versions the same function on the same"
+            .to_string(),
+    );
+    header.push("# signature, up to element types and attributes at their defaults):".to_string());
+    let mut line = "#  ".to_string();
+    for op in rebound {
+        if line.len() + op.len() + 2 > 96 {
+            header.push(line.trim_end().to_string());
+            line = "#  ".to_string();
+        }
+        line.push_str(&format!(" {op},"));
+    }
+    header.push(line.trim_end_matches(',').to_string());
     format!("{}\n\n{}\n", header.join("\n"), rules.join("\n\n"))
 }
 
@@ -159,7 +247,7 @@ fn pair_steps(
     frm: &'static OpSchema,
     to: &'static OpSchema,
     reasons: &mut BTreeMap<String, Vec<String>>,
-) -> Result<Vec<String>, Skip> {
+) -> Result<Pair, Skip> {
     let (a, b) = (frm.since_version, to.since_version);
     if frm.deprecated || to.deprecated {
         return Err(Skip::new("deprecated"));
@@ -194,13 +282,15 @@ fn pair_steps(
         return Err(Skip::new("it has sparse-tensor or type attributes"));
     }
     match (op, a, b) {
-        ("Attention", _, 25) => return Ok(families::attention_25_steps()),
-        ("Cast", 1, 6) => return Ok(families::cast_steps()),
+        ("Attention", _, 25) => return Ok(Pair::special(families::attention_25_steps())),
+        ("Cast", 1, 6) => return Ok(Pair::special(families::cast_steps())),
         ("Sum" | "Max" | "Min" | "Mean", _, 8) => {
-            return Ok(families::variadic_broadcast_steps(op, frm, to))
+            return Ok(Pair::special(families::variadic_broadcast_steps(
+                op, frm, to,
+            )))
         }
         ("Softmax" | "LogSoftmax" | "Hardmax", _, 13) => {
-            return Ok(families::axis_family_steps(op))
+            return Ok(Pair::special(families::axis_family_steps(op)))
         }
         _ => {}
     }
@@ -225,7 +315,7 @@ fn pair_steps(
         }
     }
     if has_attr(frm, "broadcast") && !has_attr(to, "broadcast") {
-        return families::broadcast_steps(op, frm, to);
+        return families::broadcast_steps(op, frm, to).map(Pair::special);
     }
     let mut steps = Vec::new();
     for n in counts {
@@ -248,7 +338,17 @@ fn pair_steps(
     // A pair across a change of meaning that the families above do not write is a row the
     // generator does not know.
     debug_assert!(change.is_none_or(|c| c.steps == StepsAcross::Generated));
-    Ok(steps)
+    // What the rebinding carries as well: no change of meaning, no logical parameter, no
+    // attribute written with its old behaviour or held at another value, no guard beyond types.
+    let plain = change.is_none()
+        && lpf.is_empty()
+        && lpt.is_empty()
+        && added.is_empty()
+        && DROPPED_ATTRIBUTE_HELD.iter().all(|x| x.0 != op)
+        && !pair::has_extra_guards(op, a, b)
+        && !has_attr(frm, "broadcast")
+        && !has_attr(to, "broadcast");
+    Ok(Pair { steps, plain })
 }
 
 #[cfg(test)]

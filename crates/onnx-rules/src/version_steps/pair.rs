@@ -50,6 +50,13 @@ const EXTRA_GUARDS: &[(&str, i64, i64, &[&str])] = &[
     ("DFT", 20, 17, &["!is_absent(axis)"]),
 ];
 
+/// Whether a step between versions `a` and `b` of `op` (either way) has guards beyond types.
+pub(super) fn has_extra_guards(op: &str, a: i64, b: i64) -> bool {
+    EXTRA_GUARDS
+        .iter()
+        .any(|x| x.0 == op && ((x.1, x.2) == (a, b) || (x.1, x.2) == (b, a)))
+}
+
 /// The pooling ops whose steps across 22 hold for `ceil_mode` 0 only.
 const CEIL_22: &[&str] = &["AveragePool", "MaxPool", "LpPool"];
 
