@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use onnx_egraph::{CostKind, FoldOptions, OptimizeOptions, OptimizeReport, Phase, RuleSet};
+use onnx_egraph::{CostKind, FoldOptions, Phase, RewriteOptions, RewriteReport, RuleSet};
 use onnx_ir::Model;
 
 use crate::info::ModelInfo;
@@ -115,7 +115,7 @@ pub struct Report {
     /// Milliseconds spent checking.
     pub check_ms: f64,
     /// The e-graph's report: phases, firings per rule, refusals, folding.
-    pub egraph: OptimizeReport,
+    pub egraph: RewriteReport,
 }
 
 impl Optimizer {
@@ -299,8 +299,8 @@ impl Optimizer {
         Ok(phases)
     }
 
-    fn options(&self, phases: Vec<Phase>) -> OptimizeOptions {
-        OptimizeOptions {
+    fn options(&self, phases: Vec<Phase>) -> RewriteOptions {
+        RewriteOptions {
             fold: self
                 .fold
                 .clone()
@@ -381,7 +381,7 @@ impl Optimizer {
         phases: &[Phase],
         keep: Option<&BTreeSet<String>>,
         origin: &str,
-    ) -> Result<(Model, OptimizeReport, PassRuns), Error> {
+    ) -> Result<(Model, RewriteReport, PassRuns), Error> {
         let mut cx = PassContext {
             host: self,
             phases,
@@ -522,11 +522,11 @@ impl PassHost for Optimizer {
     }
 
     fn fold_only(&self, model: &Model, origin: &str) -> Result<Model, Error> {
-        let options = OptimizeOptions {
+        let options = RewriteOptions {
             target_opset: None,
             ..self.options(Vec::new())
         };
-        onnx_egraph::optimize_model(model, options)
+        onnx_egraph::rewrite_model(model, options)
             .map(|(m, _)| m)
             .map_err(|source| Error::Optimize {
                 path: origin.into(),
@@ -540,9 +540,9 @@ impl PassHost for Optimizer {
         phases: &[Phase],
         keep: Option<&BTreeSet<String>>,
         origin: &str,
-    ) -> Result<(Model, OptimizeReport), Error> {
+    ) -> Result<(Model, RewriteReport), Error> {
         let phases = phases.iter().map(|p| restrict(p, keep)).collect();
-        onnx_egraph::optimize_model(model, self.options(phases)).map_err(|source| Error::Optimize {
+        onnx_egraph::rewrite_model(model, self.options(phases)).map_err(|source| Error::Optimize {
             path: origin.into(),
             source,
         })

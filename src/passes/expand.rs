@@ -238,7 +238,7 @@ const INSTANCE_DOMAIN: &str = "onnx_opt.instance";
 
 /// Two versions of an op with the same inputs, outputs and attributes (names, options, types,
 /// defaults), and no change of meaning between them that the signature hides
-/// (`convert::SAME_SIGNATURE_OTHER_MEANING`): the later only widens type sets, so a body
+/// (`onnx_schema::versions::SAME_SIGNATURE_OTHER_MEANING`): the later only widens type sets, so a body
 /// written at the earlier one computes the same bound at the later.
 fn same_signature(a: &onnx_schema::OpSchema, b: &onnx_schema::OpSchema) -> bool {
     let params = |s: &onnx_schema::OpSchema| -> Vec<(String, String)> {
@@ -258,7 +258,7 @@ fn same_signature(a: &onnx_schema::OpSchema, b: &onnx_schema::OpSchema) -> bool 
         true => (a.since_version, b.since_version),
         false => (b.since_version, a.since_version),
     };
-    let crosses = onnx_egraph::convert::SAME_SIGNATURE_OTHER_MEANING
+    let crosses = onnx_schema::versions::SAME_SIGNATURE_OTHER_MEANING
         .iter()
         .any(|(o, v)| *o == a.name && lo < *v && *v <= hi);
     !crosses && params(a) == params(b) && attrs(a) == attrs(b)

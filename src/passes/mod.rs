@@ -33,7 +33,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use onnx_egraph::{CostKind, OptimizeReport, Phase};
+use onnx_egraph::{CostKind, Phase, RewriteReport};
 use onnx_ir::Model;
 
 use crate::Error;
@@ -186,7 +186,7 @@ pub(crate) trait PassHost {
         phases: &[Phase],
         keep: Option<&BTreeSet<String>>,
         origin: &str,
-    ) -> Result<(Model, OptimizeReport), Error>;
+    ) -> Result<(Model, RewriteReport), Error>;
     /// A model converted to default-domain opset `target` by the `convert` pipeline, unchecked
     /// (a model-local function's body, converted in place).
     fn convert_unit(&self, target: i64, model: &Model) -> Result<Model, Error>;
@@ -206,7 +206,7 @@ pub(crate) struct PassContext<'a> {
     /// The input's default-domain opset.
     pub source_opset: Option<i64>,
     /// The e-graph's report, merged over every saturation.
-    pub egraph: Option<OptimizeReport>,
+    pub egraph: Option<RewriteReport>,
     /// The passes run so far.
     pub runs: PassRuns,
 }
@@ -352,7 +352,7 @@ pub(crate) fn describe(run: &PassRun) -> Option<String> {
 
 /// The report of two optimizations of one model, the second on the first's result: the input's
 /// figures come from the first, the phases of both in order, everything else from the second.
-fn merge_runs(first: OptimizeReport, second: OptimizeReport) -> OptimizeReport {
+fn merge_runs(first: RewriteReport, second: RewriteReport) -> RewriteReport {
     let mut out = second;
     let mut phases = first.main.phases;
     phases.append(&mut out.main.phases);

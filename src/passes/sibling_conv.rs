@@ -150,7 +150,7 @@ impl<'a> Facts<'a> {
             }
             let pure = is_default_domain(n)
                 && !has_subgraph(n)
-                && !onnx_egraph::build::RANDOM_OPS.contains(&n.op_type.as_deref().unwrap_or(""));
+                && !onnx_egraph::RANDOM_OPS.contains(&n.op_type.as_deref().unwrap_or(""));
             if pure
                 && n.input
                     .iter()

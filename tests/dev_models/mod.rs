@@ -77,7 +77,7 @@ fn optimize_and_compare(
     for path in paths {
         for unbounded in [false, true] {
             let loaded = load_ir(path).unwrap();
-            let options = onnx_egraph::OptimizeOptions {
+            let options = onnx_egraph::RewriteOptions {
                 fold: onnx_egraph::FoldOptions {
                     enabled: true,
                     budget_floor: if unbounded { None } else { Some(1024) },
@@ -85,7 +85,7 @@ fn optimize_and_compare(
                 phases: onnx_opt::rule_phases(&Default::default()).unwrap(),
                 ..Default::default()
             };
-            let (optimized, report) = match onnx_egraph::optimize_model(&loaded.model, options) {
+            let (optimized, report) = match onnx_egraph::rewrite_model(&loaded.model, options) {
                 Ok(r) => r,
                 Err(e) => {
                     failures.push(format!("{}: {e}", path.display()));
@@ -144,7 +144,7 @@ fn optimize_and_compare(
 /// One model's figures: nodes before and after, the op histogram after, firings per rule.
 fn summarize(
     path: &std::path::Path,
-    report: &onnx_egraph::OptimizeReport,
+    report: &onnx_egraph::RewriteReport,
     optimized: &onnx_proto::ModelProto,
     merged_matmuls: usize,
 ) -> String {
@@ -302,16 +302,15 @@ fn optimized_backend_models_reproduce_their_test_data() {
         if onnx_ir::check_model(&loaded.model).is_err() {
             continue; // test_mvn: rejected by the checker as onnx.checker rejects it
         }
-        let optimized = match onnx_egraph::optimize_model(
-            &loaded.model,
-            onnx_egraph::OptimizeOptions::default(),
-        ) {
-            Ok((m, _)) => m.to_proto(),
-            Err(e) => {
-                failures.push(format!("{line}: optimize: {e}"));
-                continue;
-            }
-        };
+        let optimized =
+            match onnx_egraph::rewrite_model(&loaded.model, onnx_egraph::RewriteOptions::default())
+            {
+                Ok((m, _)) => m.to_proto(),
+                Err(e) => {
+                    failures.push(format!("{line}: optimize: {e}"));
+                    continue;
+                }
+            };
         let session = match onnx_ref::Session::new(&optimized) {
             Ok(s) => s,
             Err(e) => {

@@ -58,12 +58,12 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
         for p in phases.iter_mut() {
             p.target_opset = target;
         }
-        let options = onnx_egraph::OptimizeOptions {
+        let options = onnx_egraph::RewriteOptions {
             phases,
             target_opset: target,
             ..Default::default()
         };
-        let (out, report) = match onnx_egraph::optimize_model(&model, options) {
+        let (out, report) = match onnx_egraph::rewrite_model(&model, options) {
             Ok(r) => r,
             Err(e) => {
                 failures.push(format!("{}: {e}", rule.name));
@@ -173,11 +173,11 @@ fn every_builtin_rule_is_proven_on_random_instances() {
 fn optimize_text(text: &str) -> (onnx_proto::ModelProto, onnx_proto::ModelProto) {
     let proto = onnx_text::parse_model(text).unwrap_or_else(|e| panic!("{}", e.render()));
     let model = onnx_ir::Model::from_proto(proto.clone()).expect("model converts to the IR");
-    let options = onnx_egraph::OptimizeOptions {
+    let options = onnx_egraph::RewriteOptions {
         phases: onnx_opt::rule_phases(&all_rules()).unwrap(),
         ..Default::default()
     };
-    let (out, _) = onnx_egraph::optimize_model(&model, options).expect("optimizes");
+    let (out, _) = onnx_egraph::rewrite_model(&model, options).expect("optimizes");
     (proto, out.to_proto())
 }
 

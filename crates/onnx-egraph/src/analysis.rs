@@ -12,7 +12,7 @@ use egg::{Analysis, DidMerge, Id};
 use crate::lang::{NodeKind, ONode};
 
 pub use crate::egraph::{
-    ClassData, FoldOptions, MergeCause, OnnxAnalysis, OnnxEGraph, OutputType, Refusal, TypeConflict,
+    ClassData, FoldOptions, MergeCause, OnnxAnalysis, OnnxEGraph, Refusal, TypeConflict,
 };
 
 impl OnnxAnalysis {

@@ -275,7 +275,8 @@ pub(crate) fn literal_input(
     slot: usize,
     v: &Val,
     given: &BTreeMap<usize, Option<Id>>,
-) -> Result<Id, String> {
+) -> Result<Id, crate::RhsError> {
+    use crate::RhsError;
     let op_type = &schema.name;
     let type_str = |s: usize| -> Option<String> {
         let f = schema
@@ -283,7 +284,7 @@ pub(crate) fn literal_input(
             .get(s.min(schema.inputs.len().checked_sub(1)?))?;
         Some(f.type_str.clone())
     };
-    let ts = type_str(slot).ok_or("literal in a slot the op does not have")?;
+    let ts = type_str(slot).ok_or(RhsError::LiteralSlot)?;
     let dtype = if let Some(inner) = ts.strip_prefix("tensor(").and_then(|x| x.strip_suffix(')')) {
         onnx_schema::element_type_from_name(inner).map(|d| d as i32)
     } else {
@@ -310,7 +311,9 @@ pub(crate) fn literal_input(
             (None, false) => constraint_type(schema, &ts, v),
         }
     }
-    .ok_or_else(|| format!("cannot tell the element type of a literal input of {op_type}"))?;
+    .ok_or_else(|| RhsError::LiteralType {
+        op: op_type.clone(),
+    })?;
     // A logical parameter whose input is a 1-element tensor where its attribute was a scalar.
     let wrapped;
     let v = match v {
@@ -320,7 +323,9 @@ pub(crate) fn literal_input(
         }
         _ => v,
     };
-    let t = to_tensor(v, dtype).ok_or_else(|| format!("literal {v:?} does not fit its type"))?;
+    let t = to_tensor(v, dtype).ok_or_else(|| RhsError::LiteralDoesNotFit {
+        value: format!("{v:?}"),
+    })?;
     let k = eg.analysis.consts.intern(t);
     Ok(eg.add(ONode::leaf(NodeKind::Const(k))))
 }

@@ -18,9 +18,8 @@ use crate::value::{same_value, Val};
 use onnx_rules::params::{logical_params, ParamLoc};
 
 use onnx_schema::versions::{absent_means, dropped_param_default, old_behaviour, renamed_input};
-pub use onnx_schema::versions::{
-    ABSENT_PARAM_MEANS, ADDED_ATTRIBUTE_NOT_OLD_BEHAVIOUR, DROPPED_PARAM_DEFAULT,
-    LOGICAL_MOVES_NOT_CONVERTED, PARTLY_STEPPED, RENAMED_INPUTS, SAME_SIGNATURE_OTHER_MEANING,
+use onnx_schema::versions::{
+    LOGICAL_MOVES_NOT_CONVERTED, PARTLY_STEPPED, SAME_SIGNATURE_OTHER_MEANING,
 };
 
 /// Softmax, LogSoftmax and Hardmax before 13 coerce the input to 2-D at `axis`; from 13 they

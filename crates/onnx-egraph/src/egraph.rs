@@ -78,35 +78,35 @@ pub struct TypeConflict {
 /// The analysis state shared by all classes: the interned tables and folding settings.
 #[derive(Debug, Clone, Default)]
 pub struct OnnxAnalysis {
-    pub ops: OpTable,
-    pub attrs: AttrTable,
-    pub consts: ConstStore,
-    pub fold: FoldOptions,
+    pub(crate) ops: OpTable,
+    pub(crate) attrs: AttrTable,
+    pub(crate) consts: ConstStore,
+    pub(crate) fold: FoldOptions,
     /// Decoded constants, by id (filled on first use by folding).
     decoded: Vec<Option<Arc<onnx_ref::Value>>>,
     /// Type conflicts found by merges since the last drain.
-    pub conflicts: Vec<TypeConflict>,
+    pub(crate) conflicts: Vec<TypeConflict>,
     /// The rule whose applier is running (set by the saturation driver), for attribution.
     pub(crate) current_rule: Option<String>,
     /// Rules that changed the e-graph in the current iteration (congruence attribution).
     pub(crate) rules_this_iteration: Vec<String>,
     /// Fold attempts that failed in the kernel (op, message): not errors, the node stays.
-    pub fold_failures: Vec<(String, String)>,
+    pub(crate) fold_failures: Vec<(String, String)>,
     /// Folds skipped because the result was over budget.
-    pub over_budget: usize,
+    pub(crate) over_budget: usize,
     /// The model's opset per (normalized) domain: kernels and inference of an op bound at the
     /// model's opset run at it; ops bound elsewhere (conversion) run at their since_version.
-    pub opsets: std::collections::BTreeMap<String, i64>,
+    pub(crate) opsets: std::collections::BTreeMap<String, i64>,
     /// The next discriminator for a nondeterministic op.
-    pub next_unique: u32,
+    pub(crate) next_unique: u32,
     /// The first output name of each lifted nondeterministic node, by its discriminator: the
     /// interpreter keys an unseeded random op's stream by that name, so emission keeps it.
-    pub unique_names: std::collections::BTreeMap<u32, String>,
+    pub(crate) unique_names: std::collections::BTreeMap<u32, String>,
     /// Unions refused by rule appliers (different types or different constants).
-    pub refusals: Vec<Refusal>,
+    pub(crate) refusals: Vec<Refusal>,
     /// For a subgraph: the types of the enclosing scopes' values it may read, by name (what
     /// lifting gives its outer-scope leaves).
-    pub outer_types: std::collections::BTreeMap<String, TypeProto>,
+    pub(crate) outer_types: std::collections::BTreeMap<String, TypeProto>,
 }
 
 /// A union a rule asked for and the engine refused, because it would have merged values of
@@ -120,32 +120,64 @@ pub struct Refusal {
 }
 
 /// Type and symbolic value of one output of a tuple.
-pub type OutputType = (Option<TypeProto>, Option<Vec<onnx_schema::infer::SymDim>>);
+pub(crate) type OutputType = (Option<TypeProto>, Option<Vec<onnx_schema::infer::SymDim>>);
 
 /// What the analysis knows of one e-class.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ClassData {
     /// Type of the value (None: unknown, or a tuple/attribute class).
-    pub ty: Option<TypeProto>,
+    pub(crate) ty: Option<TypeProto>,
     /// The constant the value equals.
-    pub constant: Option<ConstId>,
+    pub(crate) constant: Option<ConstId>,
     /// For tuple classes whose op folded: the constant of each output.
-    pub tuple_constants: Option<Vec<Option<ConstId>>>,
+    pub(crate) tuple_constants: Option<Vec<Option<ConstId>>>,
     /// For int64 shape vectors/scalars: the value with symbolic dims (`Shape(x)` of
     /// `float[batch,16]` is `[batch, 16]`).
-    pub sym: Option<Vec<onnx_schema::infer::SymDim>>,
+    pub(crate) sym: Option<Vec<onnx_schema::infer::SymDim>>,
     /// For tuple classes: type and symbolic value of each output.
-    pub tuple_types: Option<Vec<OutputType>>,
+    pub(crate) tuple_types: Option<Vec<OutputType>>,
     /// For attribute classes: the attribute value.
-    pub attr: Option<AttrId>,
+    pub(crate) attr: Option<AttrId>,
     /// Value names this class had in the input model.
-    pub names: BTreeSet<String>,
+    pub(crate) names: BTreeSet<String>,
     /// The value does not depend on any graph input (a constant subgraph, computable when a
     /// runtime loads the model), though it may not be folded.
-    pub input_free: bool,
+    pub(crate) input_free: bool,
+}
+
+impl ClassData {
+    /// The value's type (None: unknown, or a tuple or attribute class).
+    pub fn ty(&self) -> Option<&TypeProto> {
+        self.ty.as_ref()
+    }
+    /// The constant the value is known to equal.
+    pub fn constant(&self) -> Option<ConstId> {
+        self.constant
+    }
+    /// The value names the class had in the input model.
+    pub fn names(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+    /// Whether the value depends on no graph input.
+    pub fn input_free(&self) -> bool {
+        self.input_free
+    }
 }
 
 impl OnnxAnalysis {
+    /// The interned op descriptions (`NodeKind::Op(id)` names one).
+    pub fn ops(&self) -> &OpTable {
+        &self.ops
+    }
+    /// The interned attribute values.
+    pub fn attrs(&self) -> &AttrTable {
+        &self.attrs
+    }
+    /// The content-addressed constants.
+    pub fn consts(&self) -> &ConstStore {
+        &self.consts
+    }
+
     pub fn new(fold: FoldOptions) -> Self {
         OnnxAnalysis {
             fold,
@@ -154,7 +186,7 @@ impl OnnxAnalysis {
     }
 
     /// The decoded value of a constant (decoded once, then shared).
-    pub fn const_value(&mut self, id: ConstId) -> Result<Arc<onnx_ref::Value>, String> {
+    pub fn const_value(&mut self, id: ConstId) -> Result<Arc<onnx_ref::Value>, onnx_ref::RefError> {
         let i = id.0 as usize;
         if self.decoded.len() <= i {
             self.decoded.resize(i + 1, None);
@@ -163,7 +195,7 @@ impl OnnxAnalysis {
             return Ok(v.clone());
         }
         let entry = self.consts.get(id);
-        let t = onnx_ref::Tensor::from_proto(&entry.tensor).map_err(|e| e.to_string())?;
+        let t = onnx_ref::Tensor::from_proto(&entry.tensor)?;
         let v = Arc::new(onnx_ref::Value::Tensor(t));
         // Small constants (shapes, axes, scalars) are read again and again; large ones are
         // decoded per use so that a weight folding reads once is not kept twice in memory.

@@ -26,8 +26,8 @@ pub const CONST_BYTES_PER_NODE: f64 = 65536.0;
 pub const INPUT_FREE_OP: f64 = 0.01;
 
 /// Plain node count: every operator that depends on a graph input costs 1 (the others
-/// [`INPUT_FREE_OP`]); a constant costs its bytes
-/// ([`CONST_BYTES_PER_NODE`] per node) plus a small amount per tensor.
+/// `INPUT_FREE_OP`); a constant costs its bytes
+/// (`CONST_BYTES_PER_NODE` per node) plus a small amount per tensor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeCount;
 

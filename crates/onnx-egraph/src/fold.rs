@@ -293,7 +293,7 @@ fn fold_op(
                 egraph
                     .analysis
                     .fold_failures
-                    .push((info.op_type.clone(), e));
+                    .push((info.op_type.clone(), e.to_string()));
                 return None;
             }
         }

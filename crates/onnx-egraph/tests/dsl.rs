@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use onnx_egraph::{optimize_model, OptimizeOptions, Phase, RuleSet};
+use onnx_egraph::{rewrite_model, Phase, RewriteOptions, RuleSet};
 use onnx_ir::Model;
 
 fn model(text: &str) -> Model {
@@ -20,11 +20,11 @@ fn rules(text: &str) -> Arc<RuleSet> {
 }
 
 /// Optimizes and returns the op types in order and the report.
-fn run(rule_text: &str, model_text: &str) -> (Vec<String>, onnx_egraph::OptimizeReport, Model) {
+fn run(rule_text: &str, model_text: &str) -> (Vec<String>, onnx_egraph::RewriteReport, Model) {
     let m = model(model_text);
-    let (out, report) = optimize_model(
+    let (out, report) = rewrite_model(
         &m,
-        OptimizeOptions {
+        RewriteOptions {
             phases: vec![Phase::new("test", rules(rule_text))],
             ..Default::default()
         },
@@ -215,7 +215,7 @@ fn a_guard_written_in_rust_is_declared_checked_and_called() {
             return None;
         };
         let abs = ctx.egraph[*c].nodes.iter().any(|n| match n.kind {
-            onnx_egraph::NodeKind::Op(op) => ctx.egraph.analysis.ops.get(op).op_type == "Abs",
+            onnx_egraph::NodeKind::Op(op) => ctx.egraph.analysis.ops().get(op).op_type == "Abs",
             _ => false,
         });
         Some(Val::Bool(abs))
@@ -228,9 +228,9 @@ fn a_guard_written_in_rust_is_declared_checked_and_called() {
             z = Relu(x)
         }"#,
     );
-    let (out, report) = optimize_model(
+    let (out, report) = rewrite_model(
         &m,
-        OptimizeOptions {
+        RewriteOptions {
             phases: vec![Phase::new("test", Arc::new(set))],
             ..Default::default()
         },

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use egg::{Applier, Id, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
 use onnx_egraph::{
-    optimize_model, EGraphError, NodeKind, ONode, OnnxAnalysis, OnnxEGraph, OptimizeOptions, Phase,
-    PhaseStop,
+    rewrite_model, EGraphError, NodeKind, ONode, OnnxAnalysis, OnnxEGraph, Phase, PhaseStop,
+    RewriteOptions,
 };
 use onnx_ir::Model;
 
@@ -26,7 +26,7 @@ impl Searcher<ONode, OnnxAnalysis> for OpSearcher {
             return None;
         }
         let hit = egraph[eclass].nodes.iter().any(|n| match n.kind {
-            NodeKind::Op(op) => egraph.analysis.ops.get(op).op_type == self.0,
+            NodeKind::Op(op) => egraph.analysis.ops().get(op).op_type == self.0,
             _ => false,
         });
         hit.then(|| SearchMatches {
@@ -65,7 +65,7 @@ impl Applier<ONode, OnnxAnalysis> for OpApplier {
         let ops: Vec<ONode> = egraph[eclass]
             .nodes
             .iter()
-            .filter(|n| matches!(n.kind, NodeKind::Op(op) if egraph.analysis.ops.get(op).op_type == self.0))
+            .filter(|n| matches!(n.kind, NodeKind::Op(op) if egraph.analysis.ops().get(op).op_type == self.0))
             .cloned()
             .collect();
         let mut changed = Vec::new();
@@ -73,7 +73,7 @@ impl Applier<ONode, OnnxAnalysis> for OpApplier {
             let NodeKind::Op(op) = node.kind else {
                 continue;
             };
-            let n_attrs = egraph.analysis.ops.get(op).attr_names.len();
+            let n_attrs = egraph.analysis.ops().get(op).attr_names.len();
             match self.1 {
                 Action::UnionWithInput => {
                     if let Some(&input) = node.children.get(n_attrs) {
@@ -119,8 +119,8 @@ fn model(text: &str) -> Model {
     Model::from_proto(proto).expect("a valid model")
 }
 
-fn options(rules: Vec<Rewrite<ONode, OnnxAnalysis>>) -> OptimizeOptions {
-    OptimizeOptions {
+fn options(rules: Vec<Rewrite<ONode, OnnxAnalysis>>) -> RewriteOptions {
+    RewriteOptions {
         phases: vec![phase(rules)],
         ..Default::default()
     }
@@ -135,7 +135,7 @@ fn a_sound_rule_removes_identity_and_the_report_says_why_the_phase_ended() {
             y = Relu(a)
         }"#,
     );
-    let (out, report) = optimize_model(
+    let (out, report) = rewrite_model(
         &m,
         options(vec![rule("identity", "Identity", Action::UnionWithInput)]),
     )
@@ -160,7 +160,7 @@ fn a_direct_unsound_merge_names_the_rule() {
             y = Transpose <perm = [1, 0]> (x)
         }"#,
     );
-    let err = optimize_model(
+    let err = rewrite_model(
         &m,
         options(vec![rule(
             "transpose-is-noop",
@@ -199,7 +199,7 @@ fn a_merge_by_congruence_names_the_rules_of_that_iteration() {
             z = Transpose <perm = [0, 2, 1]> (x)
         }"#,
     );
-    let err = optimize_model(
+    let err = rewrite_model(
         &m,
         options(vec![rule(
             "perms-are-equal",

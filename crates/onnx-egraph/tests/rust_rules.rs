@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use onnx_egraph::{
-    explain_rule, optimize_model, OptimizeOptions, OptimizeReport, Phase, RuleSet, RustApplier,
+    explain_rule, rewrite_model, Phase, RewriteOptions, RewriteReport, RuleSet, RustApplier,
     RustGuard, RustMatch, RustRhs, SiteVerdict, Val,
 };
 use onnx_ir::Model;
@@ -32,10 +32,10 @@ fn rust_rule(
 }
 
 /// Optimizes with one phase of `set`: the op types in order, the report, the model.
-fn run(set: &RuleSet, m: &Model) -> (Vec<String>, OptimizeReport, Model) {
-    let (out, report) = optimize_model(
+fn run(set: &RuleSet, m: &Model) -> (Vec<String>, RewriteReport, Model) {
+    let (out, report) = rewrite_model(
         m,
-        OptimizeOptions {
+        RewriteOptions {
             phases: vec![Phase::new("test", Arc::new(set.clone()))],
             ..Default::default()
         },
@@ -148,7 +148,7 @@ fn an_applier_error_is_a_refusal_naming_the_rule_and_the_run_goes_on() {
         "Mul(x, 2)",
         "",
         None,
-        Arc::new(|_: &mut RustRhs<'_>| Err("no replacement today".to_string())),
+        Arc::new(|_: &mut RustRhs<'_>| Err("no replacement today".into())),
     );
     // A rule whose right side has another type: refused like a text rule's.
     let wrong_type =

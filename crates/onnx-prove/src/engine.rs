@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use egg::Id;
-use onnx_egraph::emit::{emit_graph, EmitOptions};
-use onnx_egraph::lift::lift_graph;
-use onnx_egraph::saturate::saturate;
+use onnx_egraph::lift_graph;
+use onnx_egraph::saturate;
+use onnx_egraph::{emit_graph, EmitOptions};
 use onnx_egraph::{
     extract_dag, CostModel, EGraphError, FoldOptions, NodeCount, NodeKind, ONode, OnnxEGraph,
     Phase, RuleSet,
@@ -112,7 +112,7 @@ fn apply_checked(
     rule: &str,
     step: Option<VersionStep>,
 ) -> Applied {
-    let opsets = onnx_egraph::lift::opset_map(model);
+    let opsets = onnx_egraph::opset_map(model);
     let mut lifted = match lift_graph(&model.graph, &opsets, FoldOptions::default()) {
         Ok(l) => l,
         Err(e) => return Applied::Rejected(format!("cannot lift: {e}")),

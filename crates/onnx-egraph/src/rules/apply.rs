@@ -13,6 +13,7 @@ use crate::analysis::OnnxEGraph;
 use crate::build::{literal_input, AttrArg, OpBuilder};
 use crate::lang::{NodeKind, ONode};
 use crate::value::{const_val, to_attribute, Val};
+use crate::RhsError;
 
 use super::eval::{Evaluator, GuardCtx, GuardRegistry};
 use super::matcher::{Bound, Env};
@@ -35,7 +36,7 @@ enum Pending {
 }
 
 impl RhsBuilder<'_> {
-    fn eval(&self, e: onnx_rules::ir::ExprId) -> Result<Val, String> {
+    fn eval(&self, e: onnx_rules::ir::ExprId) -> Result<Val, RhsError> {
         let ev = Evaluator {
             ctx: GuardCtx {
                 egraph: self.eg,
@@ -47,9 +48,7 @@ impl RhsBuilder<'_> {
             guards: self.guards,
             roots: self.roots,
         };
-        let v = ev
-            .eval(e)
-            .ok_or_else(|| "an attribute expression has no known value".to_string())?;
+        let v = ev.eval(e).ok_or(RhsError::NoKnownValue)?;
         Ok(match v {
             Val::Class(c) => match self.eg[c].data.constant.and_then(|k| const_val(self.eg, k)) {
                 Some(x) => x,
@@ -60,29 +59,27 @@ impl RhsBuilder<'_> {
     }
 
     /// Builds a term; `None` is an absent optional value.
-    pub fn term(&mut self, t: TermId) -> Result<Option<Id>, String> {
+    pub fn term(&mut self, t: TermId) -> Result<Option<Id>, RhsError> {
         match self.pending(t)? {
             Pending::Ready(x) => Ok(x),
-            Pending::Literal(_) => {
-                Err("a literal needs an input slot to take its type from".into())
-            }
+            Pending::Literal(_) => Err(RhsError::LiteralWithoutSlot),
         }
     }
 
     /// A `let` variable's term, built once.
-    fn pending_var(&mut self, v: onnx_rules::ir::VarId) -> Result<Pending, String> {
+    fn pending_var(&mut self, v: onnx_rules::ir::VarId) -> Result<Pending, RhsError> {
         if let Some(&id) = self.lets.get(&v) {
             return Ok(Pending::Ready(id));
         }
         let Some(&(_, lt)) = self.rule.lets.iter().find(|(lv, _)| *lv == v) else {
-            return Err("not a let variable".into());
+            return Err(RhsError::NotALet);
         };
         let id = self.term(lt)?;
         self.lets.insert(v, id);
         Ok(Pending::Ready(id))
     }
 
-    fn pending(&mut self, t: TermId) -> Result<Pending, String> {
+    fn pending(&mut self, t: TermId) -> Result<Pending, RhsError> {
         Ok(match self.rule.term(t) {
             Term::Absent => Pending::Ready(None),
             Term::Literal(l) => Pending::Literal(Val::from(l)),
@@ -103,9 +100,7 @@ impl RhsBuilder<'_> {
                             Some(a) => {
                                 match crate::value::attr_value(self.eg.analysis.attrs.get(a)) {
                                     Some(v) => Pending::Literal(v),
-                                    None => {
-                                        return Err("attribute value not usable as input".into())
-                                    }
+                                    None => return Err(RhsError::AttributeNotInput),
                                 }
                             }
                             None => Pending::Ready(Some(c)),
@@ -113,17 +108,16 @@ impl RhsBuilder<'_> {
                     }
                     Some(Bound::Absent) => Pending::Ready(None),
                     _ => {
-                        return Err(format!(
-                            "variable '{}' is not a value",
-                            self.rule.var(*v).name
-                        ))
+                        return Err(RhsError::NotAValue {
+                            var: self.rule.var(*v).name.clone(),
+                        })
                     }
                 }
             }
             Term::Op(o) => Pending::Ready(Some(self.op(o, None)?)),
             Term::Proj { tuple, index } => {
                 let Term::Op(o) = self.rule.term(*tuple) else {
-                    return Err("a projection of something that is not an op".into());
+                    return Err(RhsError::ProjectionOfNonOp);
                 };
                 let t = self.op(o, Some(*index))?;
                 Pending::Ready(Some(t))
@@ -160,36 +154,45 @@ impl RhsBuilder<'_> {
     }
 
     /// Builds an op; with `proj`, returns output `proj` of the tuple.
-    fn op(&mut self, o: &OpTerm, proj: Option<usize>) -> Result<Id, String> {
+    fn op(&mut self, o: &OpTerm, proj: Option<usize>) -> Result<Id, RhsError> {
         let (mut b, copied_attrs) = match &o.head {
             OpHead::Named(r) if r.pin.is_some() && self.rule.step.is_some() => {
                 // A version step writes the op at its pinned version, whatever the opset.
                 let pin = r.pin.unwrap_or_default();
                 let b = OpBuilder::at_opset(&r.domain, &r.op_type, pin);
                 if b.schema().map(|s| s.since_version) != Some(pin) {
-                    return Err(format!("{} has no version {pin}", r.op_type));
+                    return Err(RhsError::NoVersion {
+                        op: r.op_type.clone(),
+                        pin,
+                    });
                 }
                 (b, Vec::new())
             }
             OpHead::Named(r) => {
-                let opset = if r.domain.is_empty() {
-                    self.opset
-                } else {
-                    *self
-                        .eg
-                        .analysis
-                        .opsets
-                        .get(&r.domain)
-                        .ok_or_else(|| format!("no opset import for domain '{}'", r.domain))?
-                };
+                let opset =
+                    if r.domain.is_empty() {
+                        self.opset
+                    } else {
+                        *self.eg.analysis.opsets.get(&r.domain).ok_or_else(|| {
+                            RhsError::NoOpset {
+                                domain: r.domain.clone(),
+                            }
+                        })?
+                    };
                 let b = OpBuilder::at_opset(&r.domain, &r.op_type, opset);
-                let since = b
-                    .schema()
-                    .map(|s| s.since_version)
-                    .ok_or_else(|| format!("{} has no schema at opset {opset}", r.op_type))?;
+                let since =
+                    b.schema()
+                        .map(|s| s.since_version)
+                        .ok_or_else(|| RhsError::NoSchema {
+                            op: r.op_type.clone(),
+                            opset,
+                        })?;
                 if let Some((lo, hi)) = r.since {
                     if since < lo || hi.is_some_and(|h| since > h) {
-                        return Err(format!("{}-{since} is outside the rule's range", r.op_type));
+                        return Err(RhsError::OutsideRange {
+                            op: r.op_type.clone(),
+                            since,
+                        });
                     }
                 }
                 (b, Vec::new())
@@ -202,12 +205,10 @@ impl RhsBuilder<'_> {
                         info.attr_names.iter().cloned().zip(attrs).collect();
                     (b, copied)
                 }
-                _ => return Err("op variable not bound".into()),
+                _ => return Err(RhsError::UnboundOp),
             },
         };
-        let schema = b
-            .schema()
-            .ok_or_else(|| "right-side op without a schema".to_string())?;
+        let schema = b.schema().ok_or(RhsError::RhsWithoutSchema)?;
         let op_type = schema.name.clone();
         let since = schema.since_version;
         let default_domain = onnx_schema::normalize_domain(&schema.domain).is_empty();
@@ -267,12 +268,18 @@ impl RhsBuilder<'_> {
                     if v == Val::Absent {
                         continue;
                     }
-                    let ty = schema
-                        .attribute(a)
-                        .map(|s| s.ty)
-                        .ok_or_else(|| format!("{op_type} has no attribute '{a}'"))?;
-                    let attr = to_attribute(a, ty, &v).ok_or_else(|| {
-                        format!("attribute '{a}' of {op_type}: wrong value {v:?}")
+                    let ty =
+                        schema
+                            .attribute(a)
+                            .map(|s| s.ty)
+                            .ok_or_else(|| RhsError::NoAttribute {
+                                op: op_type.clone(),
+                                attr: a.to_string(),
+                            })?;
+                    let attr = to_attribute(a, ty, &v).ok_or_else(|| RhsError::WrongValue {
+                        op: op_type.clone(),
+                        attr: a.to_string(),
+                        value: format!("{v:?}"),
                     })?;
                     b = b.attr(a, AttrArg::Proto(Box::new(attr)));
                 }
@@ -303,7 +310,11 @@ impl RhsBuilder<'_> {
                     } else if self.rule.step.is_some() && !self.holds_source_default(r, &name, c) {
                         // A version step carries every attribute: one the target version does
                         // not have is dropped only where it holds its default.
-                        return Err(format!("{op_type}-{since} has no attribute '{name}'"));
+                        return Err(RhsError::NoAttributeAt {
+                            op: op_type.clone(),
+                            since,
+                            attr: name.clone(),
+                        });
                     }
                 }
             }
@@ -332,7 +343,7 @@ impl RhsBuilder<'_> {
                 InputTerm::Splice(v) => {
                     let Some(Bound::List(ids)) = self.env.get(v.0 as usize).cloned().flatten()
                     else {
-                        return Err("spliced variable is not a list".into());
+                        return Err(RhsError::NotAList);
                     };
                     for id in ids {
                         slot_values.insert(next_slot(&mut slot), Pending::Ready(Some(id)));
@@ -358,10 +369,7 @@ impl RhsBuilder<'_> {
             b = b.input(s, id);
         }
         let n_out = o.outputs.unwrap_or(1);
-        let (id, enode) = b
-            .outputs(n_out)
-            .add_to(self.eg)
-            .map_err(|e| e.to_string())?;
+        let (id, enode) = b.outputs(n_out).add_to(self.eg)?;
         let is_tuple = match enode.kind {
             NodeKind::Op(op) => self.eg.analysis.ops.get(op).is_tuple,
             _ => false,
@@ -372,7 +380,10 @@ impl RhsBuilder<'_> {
                 Ok(self.eg.add(ONode::new(NodeKind::Out(0), vec![id])))
             }
             (Some(0), false) | (None, _) => Ok(id),
-            (Some(i), false) => Err(format!("output {i} of a single-output {op_type}")),
+            (Some(i), false) => Err(RhsError::OutputOfSingleOutput {
+                op: op_type.to_string(),
+                index: i,
+            }),
         }
     }
 }

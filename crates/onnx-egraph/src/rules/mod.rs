@@ -22,7 +22,7 @@ use crate::lang::NodeKind;
 use crate::EGraphError;
 
 pub use crate::value::Val;
-pub use eval::{GuardCtx, GuardFn, GuardRegistry};
+pub use eval::{GuardCtx, GuardRegistry};
 pub use matcher::Bound;
 pub use rust::{RustApplier, RustGuard, RustMatch, RustOp, RustRhs};
 
@@ -495,7 +495,7 @@ pub(crate) fn apply(
                 match b.term(t) {
                     Ok(Some(id)) => built.push(id),
                     Ok(None) => return Applied::NotBuilt("the right side is absent".into()),
-                    Err(e) => return Applied::NotBuilt(e),
+                    Err(e) => return Applied::NotBuilt(e.to_string()),
                 }
             }
             built

@@ -22,6 +22,7 @@ use crate::analysis::OnnxEGraph;
 use crate::build::{literal_input, AttrArg, OpBuilder};
 use crate::lang::{NodeKind, ONode};
 use crate::value::{attr_value, const_val, decode, to_attribute, to_tensor, Val};
+use crate::RhsError;
 
 use super::matcher::{Bound, Env};
 
@@ -33,7 +34,7 @@ pub type RustGuard = Arc<dyn Fn(&RustMatch<'_>) -> Option<bool> + Send + Sync>;
 /// [`RustRhs::op`] and returns its class. `Ok(None)` declines the match (nothing changes, the
 /// phase report counts it under `declined`); `Err(message)` is reported as a refused union
 /// naming the rule, and the run goes on.
-pub type RustApplier = Arc<dyn Fn(&mut RustRhs<'_>) -> Result<Option<Id>, String> + Send + Sync>;
+pub type RustApplier = Arc<dyn Fn(&mut RustRhs<'_>) -> Result<Option<Id>, RhsError> + Send + Sync>;
 
 /// The Rust parts of a rule: its guard (optional) and its applier.
 #[derive(Clone)]
@@ -255,18 +256,18 @@ impl<'a> RustRhs<'a> {
     }
 
     /// A scalar constant of an element type (`TensorProto.DataType` code).
-    pub fn scalar(&mut self, dtype: i32, value: f64) -> Result<Id, String> {
-        let t = to_tensor(&Val::Float(value), dtype)
-            .ok_or_else(|| format!("{value} is not a scalar of element type {dtype}"))?;
+    pub fn scalar(&mut self, dtype: i32, value: f64) -> Result<Id, RhsError> {
+        let t =
+            to_tensor(&Val::Float(value), dtype).ok_or(RhsError::NotAScalar { value, dtype })?;
         Ok(self.constant_proto(t))
     }
 
     /// A scalar constant with the element type of class `like`.
-    pub fn scalar_like(&mut self, like: Id, value: f64) -> Result<Id, String> {
+    pub fn scalar_like(&mut self, like: Id, value: f64) -> Result<Id, RhsError> {
         let dtype = self
             .matched()
             .dtype(like)
-            .ok_or("the element type of the class is not known")?;
+            .ok_or(RhsError::UnknownElementType)?;
         self.scalar(dtype, value)
     }
 }
@@ -369,25 +370,27 @@ impl RustOp<'_, '_> {
     }
 
     /// Adds the op (one output) and returns its class.
-    pub fn build(self) -> Result<Id, String> {
+    pub fn build(self) -> Result<Id, RhsError> {
         let op = self.op_type.clone();
         let mut out = self.add(None)?;
-        out.pop().ok_or_else(|| format!("building {op}: no output"))
+        out.pop().ok_or(RhsError::NoOutput { op })
     }
 
     /// Adds the op with `n` outputs and returns the class of each (the `Out(i)` projections of
     /// the tuple it denotes).
-    pub fn build_outputs(self, n: usize) -> Result<Vec<Id>, String> {
+    pub fn build_outputs(self, n: usize) -> Result<Vec<Id>, RhsError> {
         self.add(Some(n))
     }
 
-    fn add(self, n_outputs: Option<usize>) -> Result<Vec<Id>, String> {
+    fn add(self, n_outputs: Option<usize>) -> Result<Vec<Id>, RhsError> {
         let op = self.op_type.clone();
-        self.add_inner(n_outputs)
-            .map_err(|e| format!("building {op}: {e}"))
+        self.add_inner(n_outputs).map_err(|e| RhsError::Building {
+            op,
+            source: Box::new(e),
+        })
     }
 
-    fn add_inner(self, n_outputs: Option<usize>) -> Result<Vec<Id>, String> {
+    fn add_inner(self, n_outputs: Option<usize>) -> Result<Vec<Id>, RhsError> {
         let RustOp {
             rhs,
             domain,
@@ -403,12 +406,14 @@ impl RustOp<'_, '_> {
             *eg.analysis
                 .opsets
                 .get(&domain)
-                .ok_or_else(|| format!("the model imports no opset of domain '{domain}'"))?
+                .ok_or_else(|| RhsError::NoImport {
+                    domain: domain.clone(),
+                })?
         };
         let mut b = OpBuilder::at_opset(&domain, &op_type, opset);
         let schema = b.schema();
         if schema.is_none() && domain.is_empty() {
-            return Err(format!("no schema of {op_type} at opset {opset}"));
+            return Err(RhsError::NoSchemaOf { op: op_type, opset });
         }
         let since = schema.map_or(opset, |s| s.since_version);
         let default_domain = domain.is_empty();
@@ -464,15 +469,15 @@ impl RustOp<'_, '_> {
         if let Some(n) = n_outputs {
             b = b.outputs(n);
         }
-        let (id, enode) = b.add_to(eg).map_err(|e| e.to_string())?;
+        let (id, enode) = b.add_to(eg)?;
         let info = match enode.kind {
             NodeKind::Op(op) => eg.analysis.ops.get(op).clone(),
-            _ => return Err("not an op".into()),
+            _ => return Err(RhsError::NotAnOp),
         };
         if !info.is_tuple {
             return match n_outputs {
                 None | Some(1) => Ok(vec![id]),
-                Some(n) => Err(format!("{n} outputs of a single-output op")),
+                Some(n) => Err(RhsError::OutputsOfSingleOutput { n }),
             };
         }
         let n = n_outputs.unwrap_or(1);
@@ -487,19 +492,24 @@ fn attribute(
     schema: Option<&onnx_schema::OpSchema>,
     name: &str,
     given: AttrGiven,
-) -> Result<AttributeProto, String> {
+) -> Result<AttributeProto, RhsError> {
     let ty = match schema {
         Some(s) => Some(
             s.attribute(name)
                 .map(|a| a.ty)
-                .ok_or_else(|| format!("{} has no attribute '{name}'", s.name))?,
+                .ok_or_else(|| RhsError::NoAttribute {
+                    op: s.name.clone(),
+                    attr: name.to_string(),
+                })?,
         ),
         None => None,
     };
     match given {
         AttrGiven::Tensor(t) => {
             if ty.is_some_and(|t| t != AttributeType::Tensor) {
-                return Err(format!("attribute '{name}' is not a tensor"));
+                return Err(RhsError::NotATensor {
+                    attr: name.to_string(),
+                });
             }
             Ok(AttributeProto {
                 name: Some(name.to_string()),
@@ -519,11 +529,19 @@ fn attribute(
                         AttributeType::Ints
                     }
                     Val::List(_) => AttributeType::Floats,
-                    _ => return Err(format!("attribute '{name}': no attribute value {v:?}")),
+                    _ => {
+                        return Err(RhsError::NoAttributeValue {
+                            attr: name.to_string(),
+                            value: format!("{v:?}"),
+                        })
+                    }
                 },
             };
-            to_attribute(name, ty, &v)
-                .ok_or_else(|| format!("attribute '{name}' ({ty:?}): wrong value {v:?}"))
+            to_attribute(name, ty, &v).ok_or_else(|| RhsError::WrongValueOfType {
+                attr: name.to_string(),
+                ty: format!("{ty:?}"),
+                value: format!("{v:?}"),
+            })
         }
     }
 }

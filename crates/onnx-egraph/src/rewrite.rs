@@ -25,9 +25,9 @@ pub enum CostKind {
     NodeCount,
 }
 
-/// Options of [`optimize_model`].
+/// Options of [`rewrite_model`].
 #[derive(Default)]
-pub struct OptimizeOptions {
+pub struct RewriteOptions {
     pub fold: FoldOptions,
     pub cost: CostKind,
     /// Rule phases, run in order on every graph.
@@ -51,7 +51,7 @@ pub struct GraphReport {
     pub fold_failures: Vec<(String, String)>,
     pub extraction_cost: f64,
     /// The cost model's latency estimate of the graph's operators as given (every node, folded
-    /// ones too) and as extracted ([`crate::cost::estimate`], constants not counted).
+    /// ones too) and as extracted (constants not counted).
     pub estimate_before: f64,
     pub estimate_after: f64,
     pub lift_seconds: f64,
@@ -59,9 +59,9 @@ pub struct GraphReport {
     pub extract_seconds: f64,
 }
 
-/// What [`optimize_model`] did.
+/// What [`rewrite_model`] did.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct OptimizeReport {
+pub struct RewriteReport {
     pub main: GraphReport,
     /// Subgraphs optimized (If/Loop/Scan bodies at any depth).
     pub subgraphs: usize,
@@ -81,17 +81,17 @@ struct SubgraphTotals {
 
 /// Optimizes a model's main graph and its subgraphs. The result passes the checker or this
 /// returns an error.
-pub fn optimize_model(
+pub fn rewrite_model(
     model: &Model,
-    options: OptimizeOptions,
-) -> Result<(Model, OptimizeReport), EGraphError> {
+    options: RewriteOptions,
+) -> Result<(Model, RewriteReport), EGraphError> {
     let opsets = crate::lift::opset_map(model);
     let ir_version = match options.target_opset {
         Some(t) => ir_version_at(model, &opsets, t)?,
         None => model.ir_version,
     };
     let mut subgraphs = SubgraphTotals::default();
-    let (graph, main) = optimize_graph(
+    let (graph, main) = rewrite_graph(
         &model.graph,
         &opsets,
         &options,
@@ -113,7 +113,7 @@ pub fn optimize_model(
     }
     Ok((
         out,
-        OptimizeReport {
+        RewriteReport {
             main,
             subgraphs: subgraphs.count,
             subgraph_firings: subgraphs.firings,
@@ -233,10 +233,10 @@ fn names_within(g: &Graph, out: &mut std::collections::BTreeSet<String>) {
 }
 
 /// Optimizes one graph (its subgraphs first).
-fn optimize_graph(
+fn rewrite_graph(
     graph: &Graph,
     opsets: &BTreeMap<String, i64>,
-    options: &OptimizeOptions,
+    options: &RewriteOptions,
     scope: Scope<'_>,
     subgraphs: &mut SubgraphTotals,
 ) -> Result<(Graph, GraphReport), EGraphError> {
@@ -298,7 +298,7 @@ fn optimize_graph(
                             }
                         }
                     }
-                    let (mut g, report) = optimize_graph(sub, opsets, options, inner, subgraphs)?;
+                    let (mut g, report) = rewrite_graph(sub, opsets, options, inner, subgraphs)?;
                     for k in filled {
                         if let Some(&id) = g.inputs.get(k) {
                             g.value_mut(id).ty = None;

@@ -3,7 +3,7 @@
 //! stay; the interpreter agrees with the original. Plus a proptest over random elementwise
 //! graphs.
 
-use onnx_egraph::{optimize_model, FoldOptions, OptimizeOptions};
+use onnx_egraph::{rewrite_model, FoldOptions, RewriteOptions};
 use onnx_ir::Model;
 use onnx_proto::ModelProto;
 use onnx_ref::{Session, Tensor, Value};
@@ -12,7 +12,7 @@ use proptest::prelude::*;
 fn optimize_text(text: &str) -> (ModelProto, ModelProto) {
     let proto = onnx_text::parse_model(text).unwrap_or_else(|e| panic!("{}", e.render()));
     let model = Model::from_proto(proto.clone()).unwrap();
-    let (out, _) = optimize_model(&model, OptimizeOptions::default()).unwrap();
+    let (out, _) = rewrite_model(&model, RewriteOptions::default()).unwrap();
     (proto, out.to_proto())
 }
 
@@ -202,20 +202,20 @@ fn folding_respects_the_budget_unless_lifted() {
         }"#;
     let proto = onnx_text::parse_model(text).unwrap();
     let model = Model::from_proto(proto).unwrap();
-    let (out, report) = optimize_model(&model, OptimizeOptions::default()).unwrap();
+    let (out, report) = rewrite_model(&model, RewriteOptions::default()).unwrap();
     assert_eq!(ops(&out.to_proto()), ["ConstantOfShape", "Add"]);
     assert_eq!(
         report.main.folds_over_budget, 0,
         "inference showed the size: never computed"
     );
-    let options = OptimizeOptions {
+    let options = RewriteOptions {
         fold: FoldOptions {
             enabled: true,
             budget_floor: None,
         },
         ..Default::default()
     };
-    let (out, _) = optimize_model(&model, options).unwrap();
+    let (out, _) = rewrite_model(&model, options).unwrap();
     assert_eq!(ops(&out.to_proto()), ["Add"]);
 }
 
@@ -259,7 +259,7 @@ proptest! {
         let t = Tensor::from_vec(&[2, 3], data).unwrap();
         assert_same(&orig, &opt, &[("x", t)]);
         // Idempotence: optimizing again changes nothing.
-        let again = optimize_model(&Model::from_proto(opt.clone()).unwrap(), OptimizeOptions::default()).unwrap().0.to_proto();
+        let again = rewrite_model(&Model::from_proto(opt.clone()).unwrap(), RewriteOptions::default()).unwrap().0.to_proto();
         prop_assert_eq!(again, opt);
     }
 }
@@ -282,15 +282,15 @@ fn a_target_opset_forbids_ops_bound_to_other_versions() {
         );
         Model::from_proto(onnx_text::parse_model(&text).unwrap()).unwrap()
     };
-    let at = |target| OptimizeOptions {
+    let at = |target| RewriteOptions {
         target_opset: Some(target),
         ..Default::default()
     };
     assert!(
-        optimize_model(&relu("int32"), at(14)).is_ok(),
+        rewrite_model(&relu("int32"), at(14)).is_ok(),
         "Relu-14 is legal at 14"
     );
-    let err = optimize_model(&relu("int32"), at(13))
+    let err = rewrite_model(&relu("int32"), at(13))
         .unwrap_err()
         .to_string();
     assert!(
@@ -298,7 +298,7 @@ fn a_target_opset_forbids_ops_bound_to_other_versions() {
             && err.contains("the node computing 'y' (Relu, version 14; opset 13 has version 13)"),
         "{err}"
     );
-    let (converted, _) = optimize_model(&relu("float"), at(13)).unwrap();
+    let (converted, _) = rewrite_model(&relu("float"), at(13)).unwrap();
     assert_eq!(converted.opset_imports[0].version, 13);
 }
 
@@ -313,7 +313,7 @@ fn a_declared_dim_of_minus_one_is_unknown_not_a_size() {
         }"#;
     let proto = onnx_text::parse_model(text).unwrap();
     let model = Model::from_proto(proto).unwrap();
-    let (out, _) = optimize_model(&model, OptimizeOptions::default()).unwrap();
+    let (out, _) = rewrite_model(&model, RewriteOptions::default()).unwrap();
     assert_eq!(ops(&out.to_proto()), ["Shape"]);
 }
 
@@ -331,7 +331,7 @@ fn a_loop_body_passing_an_input_through_optimizes() {
     let proto = onnx_text::parse_model(text).unwrap();
     let model = Model::from_proto(proto.clone()).unwrap();
     let (out, _) =
-        optimize_model(&model, OptimizeOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        rewrite_model(&model, RewriteOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     let opt = out.to_proto();
     let n = Tensor::from_vec(&[], vec![3i64]).unwrap();
     let c = Tensor::from_vec(&[], vec![true]).unwrap();
