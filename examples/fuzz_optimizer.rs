@@ -284,7 +284,7 @@ fn main() {
 fn replay(path: &std::path::Path, seed: u64, trials: usize) -> i32 {
     let case = match onnx_opt::load(path)
         .map_err(|e| e.to_string())
-        .and_then(|m| FuzzCase::from_model(m, seed, trials))
+        .and_then(|m| FuzzCase::from_model(m, seed, trials).map_err(|e| e.to_string()))
     {
         Ok(c) => c,
         Err(e) => {

@@ -74,8 +74,8 @@ pub use run::{
 };
 pub use rust_rule::RustRule;
 pub use verify::{
-    compare_models, compare_models_on, compare_values, Checked, InputSet, Mismatch, Tolerance,
-    VerifyError,
+    compare_models, compare_models_on, compare_values, BoundaryError, Checked, InputSet, Mismatch,
+    Tolerance, VerifyError,
 };
 
 /// The e-graph library, for raw rewrites (the escape hatch below the rule language).
@@ -154,6 +154,14 @@ pub enum Error {
         path: PathBuf,
         /// What went wrong.
         message: String,
+    },
+    /// A `.npy` file whose bytes are not a tensor.
+    #[error("{path}: {error}")]
+    Npy {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it (in the message, not repeated as a source).
+        error: Box<run::npy::NpyError>,
     },
     /// A rule file that cannot be read.
     #[error("{path}: cannot read the rule file")]

@@ -41,19 +41,19 @@ impl RustRule {
     /// A rule named `name` (unique among all loaded rules) whose left side is `pattern` — rule
     /// text: a pattern, optionally followed by `where`, `let` and `hint` clauses, and preceded
     /// by `#` comment lines (its identity) — and whose right side `applier` builds: it returns
-    /// the class that replaces the matched value, `Ok(None)` to decline, or `Err` to refuse
-    /// (reported with the rule's name; the run goes on).
-    pub fn new(
+    /// the class that replaces the matched value, `Ok(None)` to decline, or `Err` with any
+    /// error type to refuse (its message is reported with the rule's name; the run goes on).
+    pub fn new<E: std::fmt::Display>(
         name: &str,
         pattern: &str,
-        applier: impl Fn(&mut RustRhs<'_>) -> Result<Option<Id>, String> + Send + Sync + 'static,
+        applier: impl Fn(&mut RustRhs<'_>) -> Result<Option<Id>, E> + Send + Sync + 'static,
     ) -> Self {
         RustRule {
             name: name.to_string(),
             pattern: pattern.to_string(),
             tags: String::new(),
             guard: None,
-            applier: Arc::new(applier),
+            applier: Arc::new(move |rhs: &mut RustRhs<'_>| applier(rhs).map_err(|e| e.to_string())),
         }
     }
 

@@ -20,6 +20,162 @@ const MAX_HEADER_LEN: usize = 1 << 20;
 /// Nesting limit of the header literal (a structured descr nests lists and tuples).
 const MAX_DEPTH: usize = 32;
 
+/// What is wrong with the bytes of a `.npy` file ([`parse_npy`]); [`read_npy`] adds the file
+/// (`Error::Npy`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NpyError {
+    /// The bytes do not start with the `\x93NUMPY` magic.
+    #[error("not a .npy file (no \\x93NUMPY magic)")]
+    NoMagic,
+    /// The file ends before the format version.
+    #[error("truncated: the file ends inside the version")]
+    TruncatedVersion,
+    /// A format version other than 1.0, 2.0 and 3.0.
+    #[error("unsupported .npy format version {major}.{minor}")]
+    UnsupportedVersion {
+        /// The major version byte.
+        major: u8,
+        /// The minor version byte.
+        minor: u8,
+    },
+    /// The file ends inside the header length.
+    #[error("truncated: the file ends inside the header length")]
+    TruncatedHeaderLength,
+    /// The header length is above the limit.
+    #[error("header of {len} bytes (more than {max})")]
+    HeaderTooLong {
+        /// The header length the file gives.
+        len: usize,
+        /// The largest header accepted.
+        max: usize,
+    },
+    /// The file ends inside the header.
+    #[error("truncated: the header needs {needed} bytes, the file has {available}")]
+    TruncatedHeader {
+        /// The header length the file gives.
+        needed: usize,
+        /// The bytes after the header length.
+        available: usize,
+    },
+    /// A format 3.0 header that is not UTF-8.
+    #[error("header is not UTF-8: {0}")]
+    HeaderNotUtf8(std::str::Utf8Error),
+    /// The header literal does not parse.
+    #[error("header: expected {expected} at character {at}, found {found}")]
+    Syntax {
+        /// What the parser expected ("a value", "':'", ...).
+        expected: String,
+        /// The character position in the header.
+        at: usize,
+        /// The character found, quoted, or "the end of the header".
+        found: String,
+    },
+    /// The header literal nests deeper than the limit.
+    #[error("header: nested deeper than {max}")]
+    TooDeep {
+        /// The nesting limit.
+        max: usize,
+    },
+    /// A bare name other than True, False and None.
+    #[error("header: unexpected name '{name}'")]
+    UnexpectedName {
+        /// The name.
+        name: String,
+    },
+    /// An integer that does not fit in 64 bits.
+    #[error("header: integer {digits} is too large")]
+    IntegerTooLarge {
+        /// The digits as written.
+        digits: String,
+    },
+    /// Text after the header's dict.
+    #[error("header: unexpected text after the dict: {header:?}")]
+    TrailingText {
+        /// The whole header.
+        header: String,
+    },
+    /// The header literal is not a dict.
+    #[error("header is not a dict: {header:?}")]
+    NotADict {
+        /// The whole header.
+        header: String,
+    },
+    /// A structured dtype (a list of fields) as `descr`.
+    #[error("structured dtype {descr} is not supported (a tensor needs one element type)")]
+    StructuredDtype {
+        /// The descr, rendered as Python.
+        descr: String,
+    },
+    /// A shape entry that is not an integer.
+    #[error("header: shape holds {entry}, not an integer")]
+    ShapeEntry {
+        /// The entry, rendered as Python.
+        entry: String,
+    },
+    /// A header key other than descr, fortran_order and shape, or one of them with a value of
+    /// the wrong kind.
+    #[error("header: unexpected entry '{key}': {value}")]
+    UnexpectedEntry {
+        /// The key.
+        key: String,
+        /// Its value, rendered as Python.
+        value: String,
+    },
+    /// The header lacks one of its three keys.
+    #[error("header lacks one of 'descr', 'fortran_order', 'shape': {header:?}")]
+    MissingKey {
+        /// The header, without its trailing padding.
+        header: String,
+    },
+    /// A descr with no ONNX element type.
+    #[error(
+        "dtype descr '{descr}' is not supported: {why} (supported: bool, int8..64, \
+         uint8..64, float16/32/64, complex64/128)"
+    )]
+    UnsupportedDescr {
+        /// The descr.
+        descr: String,
+        /// Why ("Python objects", "unicode strings", ...).
+        why: &'static str,
+    },
+    /// A shape with more elements than the interpreter allows.
+    #[error("shape {shape:?} has more than {max} elements")]
+    TooManyElements {
+        /// The shape.
+        shape: Vec<u64>,
+        /// The element limit.
+        max: u64,
+    },
+    /// Fewer data bytes than the shape and descr need.
+    #[error("truncated: shape {shape:?} of '{descr}' needs {needed} bytes of data, the file has {available}")]
+    TruncatedData {
+        /// The shape.
+        shape: Vec<u64>,
+        /// The descr.
+        descr: String,
+        /// The bytes the data needs.
+        needed: u64,
+        /// The bytes after the header.
+        available: u64,
+    },
+    /// More data bytes than the shape and descr need.
+    #[error("{extra} bytes after the data of shape {shape:?} of '{descr}' ({needed} bytes)")]
+    TrailingData {
+        /// The bytes too many.
+        extra: u64,
+        /// The shape.
+        shape: Vec<u64>,
+        /// The descr.
+        descr: String,
+        /// The bytes the data needs.
+        needed: u64,
+    },
+    /// The interpreter refuses the tensor.
+    #[error(transparent)]
+    Tensor(onnx_ref::RefError),
+}
+
 /// A tensor read from a `.npy` file and the file's element descr (e.g. `<f4`).
 #[derive(Debug, Clone)]
 pub struct NpyTensor {
@@ -42,14 +198,14 @@ pub fn read_npy(path: &Path) -> Result<NpyTensor, Error> {
         path: path.to_path_buf(),
         source,
     })?;
-    parse_npy(&bytes).map_err(|message| Error::Run {
+    parse_npy(&bytes).map_err(|error| Error::Npy {
         path: path.to_path_buf(),
-        message,
+        error: Box::new(error),
     })
 }
 
 /// Parses the bytes of a `.npy` file; the error says what is wrong with them.
-pub fn parse_npy(bytes: &[u8]) -> Result<NpyTensor, String> {
+pub fn parse_npy(bytes: &[u8]) -> Result<NpyTensor, NpyError> {
     let header = split_header(bytes)?;
     let fields = parse_header(&header.text)?;
     let elem = parse_descr(&fields.descr)?;
@@ -58,30 +214,28 @@ pub fn parse_npy(bytes: &[u8]) -> Result<NpyTensor, String> {
         count = count
             .checked_mul(d)
             .filter(|&c| c <= MAX_ELEMENTS)
-            .ok_or_else(|| {
-                format!(
-                    "shape {:?} has more than {MAX_ELEMENTS} elements",
-                    fields.shape
-                )
+            .ok_or_else(|| NpyError::TooManyElements {
+                shape: fields.shape.clone(),
+                max: MAX_ELEMENTS,
             })?;
     }
     let want = count * elem.size as u64;
     let data = header.data;
     if (data.len() as u64) < want {
-        return Err(format!(
-            "truncated: shape {:?} of '{}' needs {want} bytes of data, the file has {}",
-            fields.shape,
-            fields.descr,
-            data.len()
-        ));
+        return Err(NpyError::TruncatedData {
+            shape: fields.shape,
+            descr: fields.descr,
+            needed: want,
+            available: data.len() as u64,
+        });
     }
     if data.len() as u64 > want {
-        return Err(format!(
-            "{} bytes after the data of shape {:?} of '{}' ({want} bytes)",
-            data.len() as u64 - want,
-            fields.shape,
-            fields.descr
-        ));
+        return Err(NpyError::TrailingData {
+            extra: data.len() as u64 - want,
+            shape: fields.shape,
+            descr: fields.descr,
+            needed: want,
+        });
     }
     let mut raw = data.to_vec();
     if elem.big_endian {
@@ -105,7 +259,7 @@ pub fn parse_npy(bytes: &[u8]) -> Result<NpyTensor, String> {
         raw_data: Some(bytes::Bytes::from(raw)),
         ..TensorProto::default()
     };
-    let tensor = Tensor::from_proto(&proto).map_err(|e| e.to_string())?;
+    let tensor = Tensor::from_proto(&proto).map_err(NpyError::Tensor)?;
     Ok(NpyTensor {
         tensor,
         descr: fields.descr,
@@ -118,43 +272,42 @@ struct Split<'a> {
 }
 
 /// Checks the magic and version; returns the header text and the bytes after it.
-fn split_header(bytes: &[u8]) -> Result<Split<'_>, String> {
+fn split_header(bytes: &[u8]) -> Result<Split<'_>, NpyError> {
     if bytes.len() < MAGIC.len() || !bytes.starts_with(MAGIC) {
-        return Err("not a .npy file (no \\x93NUMPY magic)".into());
+        return Err(NpyError::NoMagic);
     }
     let (major, minor) = match bytes.get(6..8) {
         Some(&[major, minor]) => (major, minor),
-        _ => return Err("truncated: the file ends inside the version".into()),
+        _ => return Err(NpyError::TruncatedVersion),
     };
     let (len_size, utf8) = match major {
         1 => (2, false),
         2 => (4, false),
         3 => (4, true),
-        _ => return Err(format!("unsupported .npy format version {major}.{minor}")),
+        _ => return Err(NpyError::UnsupportedVersion { major, minor }),
     };
     let start = 8 + len_size;
-    let len_bytes = bytes
-        .get(8..start)
-        .ok_or("truncated: the file ends inside the header length")?;
+    let len_bytes = bytes.get(8..start).ok_or(NpyError::TruncatedHeaderLength)?;
     let header_len = len_bytes
         .iter()
         .rev()
         .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
     if header_len > MAX_HEADER_LEN {
-        return Err(format!(
-            "header of {header_len} bytes (more than {MAX_HEADER_LEN})"
-        ));
+        return Err(NpyError::HeaderTooLong {
+            len: header_len,
+            max: MAX_HEADER_LEN,
+        });
     }
     let end = start + header_len;
-    let header = bytes.get(start..end).ok_or_else(|| {
-        format!(
-            "truncated: the header needs {header_len} bytes, the file has {}",
-            bytes.len() - start
-        )
-    })?;
+    let header = bytes
+        .get(start..end)
+        .ok_or_else(|| NpyError::TruncatedHeader {
+            needed: header_len,
+            available: bytes.len() - start,
+        })?;
     let text = if utf8 {
         std::str::from_utf8(header)
-            .map_err(|e| format!("header is not UTF-8: {e}"))?
+            .map_err(NpyError::HeaderNotUtf8)?
             .to_string()
     } else {
         // Format 1.0 and 2.0 headers are latin-1.
@@ -173,7 +326,7 @@ struct HeaderFields {
     shape: Vec<u64>,
 }
 
-fn parse_header(text: &str) -> Result<HeaderFields, String> {
+fn parse_header(text: &str) -> Result<HeaderFields, NpyError> {
     let mut p = LiteralParser {
         chars: text.chars().collect(),
         pos: 0,
@@ -181,20 +334,23 @@ fn parse_header(text: &str) -> Result<HeaderFields, String> {
     let lit = p.value(0)?;
     p.skip_space();
     if p.pos != p.chars.len() {
-        return Err(format!("header: unexpected text after the dict: {text:?}"));
+        return Err(NpyError::TrailingText {
+            header: text.to_string(),
+        });
     }
     let Literal::Dict(entries) = lit else {
-        return Err(format!("header is not a dict: {text:?}"));
+        return Err(NpyError::NotADict {
+            header: text.to_string(),
+        });
     };
     let (mut descr, mut fortran_order, mut shape) = (None, None, None);
     for (key, value) in entries {
         match (key.as_str(), value) {
             ("descr", Literal::Str(s)) => descr = Some(s),
             ("descr", other) => {
-                return Err(format!(
-                    "structured dtype {} is not supported (a tensor needs one element type)",
-                    other.render()
-                ))
+                return Err(NpyError::StructuredDtype {
+                    descr: other.render(),
+                })
             }
             ("fortran_order", Literal::Bool(b)) => fortran_order = Some(b),
             ("shape", Literal::Tuple(items)) => {
@@ -202,19 +358,18 @@ fn parse_header(text: &str) -> Result<HeaderFields, String> {
                     .into_iter()
                     .map(|d| match d {
                         Literal::Int(v) => Ok(v),
-                        other => Err(format!(
-                            "header: shape holds {}, not an integer",
-                            other.render()
-                        )),
+                        other => Err(NpyError::ShapeEntry {
+                            entry: other.render(),
+                        }),
                     })
-                    .collect::<Result<Vec<u64>, String>>()?;
+                    .collect::<Result<Vec<u64>, NpyError>>()?;
                 shape = Some(dims);
             }
             (key, value) => {
-                return Err(format!(
-                    "header: unexpected entry '{key}': {}",
-                    value.render()
-                ))
+                return Err(NpyError::UnexpectedEntry {
+                    key: key.to_string(),
+                    value: value.render(),
+                })
             }
         }
     }
@@ -224,10 +379,9 @@ fn parse_header(text: &str) -> Result<HeaderFields, String> {
             fortran_order,
             shape,
         }),
-        _ => Err(format!(
-            "header lacks one of 'descr', 'fortran_order', 'shape': {:?}",
-            text.trim_end()
-        )),
+        _ => Err(NpyError::MissingKey {
+            header: text.trim_end().to_string(),
+        }),
     }
 }
 
@@ -239,12 +393,12 @@ struct ElemType {
     complex: bool,
 }
 
-fn parse_descr(descr: &str) -> Result<ElemType, String> {
-    let unsupported = |why: &str| {
-        Err(format!(
-            "dtype descr '{descr}' is not supported: {why} (supported: bool, int8..64, \
-             uint8..64, float16/32/64, complex64/128)"
-        ))
+fn parse_descr(descr: &str) -> Result<ElemType, NpyError> {
+    let unsupported = |why: &'static str| {
+        Err(NpyError::UnsupportedDescr {
+            descr: descr.to_string(),
+            why,
+        })
     };
     let (order, rest) = match descr.chars().next() {
         Some(c @ ('<' | '>' | '|' | '=')) => (c, &descr[1..]),
@@ -382,19 +536,20 @@ impl LiteralParser {
         }
     }
 
-    fn error(&self, what: &str) -> String {
+    fn error(&self, expected: &str) -> NpyError {
         let found = self
             .peek()
             .map_or("the end of the header".to_string(), |c| format!("{c:?}"));
-        format!(
-            "header: expected {what} at character {}, found {found}",
-            self.pos
-        )
+        NpyError::Syntax {
+            expected: expected.to_string(),
+            at: self.pos,
+            found,
+        }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Literal, String> {
+    fn value(&mut self, depth: usize) -> Result<Literal, NpyError> {
         if depth > MAX_DEPTH {
-            return Err(format!("header: nested deeper than {MAX_DEPTH}"));
+            return Err(NpyError::TooDeep { max: MAX_DEPTH });
         }
         self.skip_space();
         match self.peek() {
@@ -413,14 +568,14 @@ impl LiteralParser {
                     "True" => Ok(Literal::Bool(true)),
                     "False" => Ok(Literal::Bool(false)),
                     "None" => Ok(Literal::None),
-                    _ => Err(format!("header: unexpected name '{word}'")),
+                    _ => Err(NpyError::UnexpectedName { name: word }),
                 }
             }
             _ => Err(self.error("a value")),
         }
     }
 
-    fn string(&mut self, quote: char) -> Result<String, String> {
+    fn string(&mut self, quote: char) -> Result<String, NpyError> {
         self.pos += 1;
         let mut s = String::new();
         loop {
@@ -444,7 +599,7 @@ impl LiteralParser {
         }
     }
 
-    fn int(&mut self) -> Result<Literal, String> {
+    fn int(&mut self) -> Result<Literal, NpyError> {
         let start = self.pos;
         while self.peek().is_some_and(|c| c.is_ascii_digit()) {
             self.pos += 1;
@@ -457,11 +612,11 @@ impl LiteralParser {
         digits
             .parse()
             .map(Literal::Int)
-            .map_err(|_| format!("header: integer {digits} is too large"))
+            .map_err(|_| NpyError::IntegerTooLarge { digits })
     }
 
     /// A comma-separated sequence up to `close` (a trailing comma is allowed).
-    fn items(&mut self, close: char, depth: usize) -> Result<Vec<Literal>, String> {
+    fn items(&mut self, close: char, depth: usize) -> Result<Vec<Literal>, NpyError> {
         self.pos += 1;
         let mut items = Vec::new();
         loop {
@@ -480,7 +635,7 @@ impl LiteralParser {
         }
     }
 
-    fn dict(&mut self, depth: usize) -> Result<Literal, String> {
+    fn dict(&mut self, depth: usize) -> Result<Literal, NpyError> {
         self.pos += 1;
         let mut entries = Vec::new();
         loop {

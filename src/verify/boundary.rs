@@ -16,6 +16,37 @@ use std::hash::{Hash, Hasher};
 use onnx_proto::{GraphProto, Message, ModelProto, TypeProto, ValueInfoProto};
 use onnx_ref::Value;
 
+/// Why a model cannot be cut at its boundary nodes, or their outputs not fed.
+#[derive(Debug, thiserror::Error)]
+pub enum BoundaryError {
+    /// The model has no main graph.
+    #[error("the model has no graph")]
+    NoGraph,
+    /// Nothing gives the type of a boundary node's output.
+    #[error(
+        "the type of output '{output}' of {label} node '{node}' is unknown (declare it in \
+         value_info)"
+    )]
+    UnknownType {
+        /// The output's name.
+        output: String,
+        /// The node's `domain::op`.
+        label: String,
+        /// The node's name (may be empty).
+        node: String,
+    },
+    /// No random value of a boundary output's type can be made.
+    #[error("{label} output '{output}': {error}")]
+    Feed {
+        /// The node's `domain::op`.
+        label: String,
+        /// The output's name.
+        output: String,
+        /// Why (in the message, not repeated as a source).
+        error: Box<onnx_ref::RefError>,
+    },
+}
+
 /// One boundary node of a model.
 #[derive(Debug, Clone)]
 pub(crate) struct Opaque {
@@ -48,9 +79,9 @@ pub(crate) fn cut(
     model: &ModelProto,
     opaque: &[usize],
     fallback: &BTreeMap<String, TypeProto>,
-) -> Result<Cut, String> {
+) -> Result<Cut, BoundaryError> {
     let Some(graph) = model.graph.as_ref() else {
-        return Err("the model has no graph".into());
+        return Err(BoundaryError::NoGraph);
     };
     let own_outputs = graph.output.len();
     if opaque.is_empty() {
@@ -97,11 +128,11 @@ pub(crate) fn cut(
                 .or(first_input)
                 .cloned();
             if ty.is_none() {
-                return Err(format!(
-                    "the type of output '{o}' of {label} node '{}' is unknown (declare it in \
-                     value_info)",
-                    n.name.clone().unwrap_or_default()
-                ));
+                return Err(BoundaryError::UnknownType {
+                    output: o.clone(),
+                    label,
+                    node: n.name.clone().unwrap_or_default(),
+                });
             }
             outputs.push((o.clone(), ty));
         }
@@ -215,7 +246,7 @@ impl Cut {
         &self,
         trial_seed: u64,
         dims: &BTreeMap<String, i64>,
-    ) -> Result<Vec<(String, Value)>, String> {
+    ) -> Result<Vec<(String, Value)>, BoundaryError> {
         let mut out = Vec::new();
         for n in &self.nodes {
             for (j, (name, ty)) in n.outputs.iter().enumerate() {
@@ -235,8 +266,13 @@ impl Cut {
                     }),
                     ..Default::default()
                 };
-                let v = onnx_ref::random_inputs(&probe, h.finish(), dims)
-                    .map_err(|e| format!("{} output '{name}': {e}", n.label))?;
+                let v = onnx_ref::random_inputs(&probe, h.finish(), dims).map_err(|e| {
+                    BoundaryError::Feed {
+                        label: n.label.clone(),
+                        output: name.clone(),
+                        error: Box::new(e),
+                    }
+                })?;
                 out.extend(v);
             }
         }

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 mod boundary;
 mod inputs;
 
+pub use boundary::BoundaryError;
+
 use onnx_proto::ModelProto;
 use onnx_ref::{Session, Tensor, Value};
 
@@ -54,6 +56,17 @@ pub enum VerifyError {
         #[source]
         /// Why.
         source: Box<onnx_ref::RefError>,
+    },
+    #[error("trial {trial}: the {which} model failed")]
+    /// The values fed to a model's boundary nodes' outputs on one trial cannot be made.
+    Boundary {
+        /// `original` or `optimized`.
+        which: &'static str,
+        /// The trial.
+        trial: usize,
+        #[source]
+        /// Why.
+        source: Box<BoundaryError>,
     },
     #[error("trial {trial}: the {which} model failed")]
     /// A model failed on one trial.
@@ -164,7 +177,7 @@ pub fn compare_models_on(
         &BTreeMap::new(),
     ) {
         Ok(c) => c,
-        Err(why) => return Ok((None, Checked::not_run(why, Vec::new()))),
+        Err(why) => return Ok((None, Checked::not_run(why.to_string(), Vec::new()))),
     };
     let opaque = a_cut.summary();
     let b_opaque = onnx_ref::opaque_nodes(optimized);
@@ -175,7 +188,7 @@ pub fn compare_models_on(
     };
     let b_cut = match boundary::cut(optimized, &b_opaque, &fallback) {
         Ok(c) => c,
-        Err(why) => return Ok((None, Checked::not_run(why, opaque))),
+        Err(why) => return Ok((None, Checked::not_run(why.to_string(), opaque))),
     };
     // Weights are decoded when a run first reads them and dropped after their last read, and
     // models with large weights run one after the other: the check then holds one model's live
@@ -221,8 +234,8 @@ pub fn compare_models_on(
     inputs::name_unknown_dims(&mut gen);
     let fed: BTreeSet<String> = a_cut.fed_names();
     let bounds = inputs::index_bounds(original);
-    let make = |seed: u64, d: &BTreeMap<String, i64>| -> Result<InputSet, String> {
-        let v = onnx_ref::random_inputs(&gen, seed, d).map_err(|e| e.to_string())?;
+    let make = |seed: u64, d: &BTreeMap<String, i64>| -> Result<InputSet, onnx_ref::RefError> {
+        let v = onnx_ref::random_inputs(&gen, seed, d)?;
         Ok(v.into_iter()
             .filter(|(n, _)| !fed.contains(n))
             .map(|(n, v)| {
@@ -240,8 +253,8 @@ pub fn compare_models_on(
         if inputs::largest_input(&gen, d) > inputs::MAX_SEARCH_ELEMENTS {
             return Err((-2, "an input would be too large".into()));
         }
-        let mut feed = make(0x5eed, d).map_err(|e| (-1, e))?;
-        feed.extend(a_cut.feed(0x5eed, d).map_err(|e| (-1, e))?);
+        let mut feed = make(0x5eed, d).map_err(|e| (-1, e.to_string()))?;
+        feed.extend(a_cut.feed(0x5eed, d).map_err(|e| (-1, e.to_string()))?);
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.run(feed))) {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err((inputs::progress(&order, &e), e.to_string())),
@@ -275,7 +288,7 @@ pub fn compare_models_on(
         let inputs = match make(seed, &found) {
             Ok(v) => v,
             Err(e) => {
-                checked.random_skipped = Some(e);
+                checked.random_skipped = Some(e.to_string());
                 break;
             }
         };
@@ -283,6 +296,16 @@ pub fn compare_models_on(
             Ok(Some(m)) => return Ok((Some(m), checked)),
             Ok(None) => checked.random += 1,
             Err(VerifyError::Run {
+                which: "original",
+                source,
+                ..
+            }) => {
+                checked.random_skipped = Some(format!(
+                    "the original model fails on random input {trial}: {source}"
+                ));
+                break;
+            }
+            Err(VerifyError::Boundary {
                 which: "original",
                 source,
                 ..
@@ -338,10 +361,10 @@ impl Pair<'_> {
         dims: &BTreeMap<String, i64>,
     ) -> Result<Option<Mismatch>, VerifyError> {
         let boundary = |cut: &boundary::Cut, which: &'static str| {
-            cut.feed(seed, dims).map_err(|e| VerifyError::Run {
+            cut.feed(seed, dims).map_err(|e| VerifyError::Boundary {
                 which,
                 trial,
-                source: Box::new(onnx_ref::RefError::Op { reason: e }),
+                source: Box::new(e),
             })
         };
         let mut feed_a = inputs.clone();

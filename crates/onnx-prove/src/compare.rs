@@ -14,6 +14,7 @@ use onnx_ref::{DType, Session, Tensor, Value};
 use onnx_rules::ir::Precision;
 
 use super::gen::Instance;
+use crate::Error;
 
 /// Trials per fired instance (trial 0 is the data the instance was built with).
 pub(crate) const TRIALS: usize = 3;
@@ -39,19 +40,17 @@ pub(crate) fn rounding_tolerance(d: DType) -> f64 {
     }
 }
 
-fn session(m: &ModelProto) -> Result<Session, String> {
+fn session(m: &ModelProto) -> Result<Session, Error> {
     match std::panic::catch_unwind(|| Session::new(m)) {
-        Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the interpreter panicked while planning".into()),
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::PlanPanicked),
     }
 }
 
-fn run(s: &Session, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>, String> {
+fn run(s: &Session, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>, Error> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run(inputs))) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the interpreter panicked".into()),
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::RunPanicked),
     }
 }
 

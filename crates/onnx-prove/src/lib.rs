@@ -40,6 +40,7 @@
 pub(crate) mod choice;
 mod compare;
 mod engine;
+mod error;
 pub mod fuzz;
 pub(crate) mod gen;
 mod hints;
@@ -58,6 +59,8 @@ use onnx_ref::DType;
 use onnx_rules::ir::{OpHead, Pat, Rule};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+pub use error::Error;
 
 use choice::{fnv, mix, SplitMix, CHOICES};
 use compare::Ran;

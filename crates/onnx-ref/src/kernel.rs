@@ -108,11 +108,11 @@ impl<'a> KernelCtx<'a> {
         }
     }
 
-    /// An error about this node.
-    pub fn err(&self, reason: impl Into<String>) -> RefError {
+    /// An error about this node: `reason` is a message or a typed helper error (its Display).
+    pub fn err(&self, reason: impl std::fmt::Display) -> RefError {
         RefError::Kernel {
             node: self.node_ref(),
-            reason: reason.into(),
+            reason: reason.to_string(),
         }
     }
 

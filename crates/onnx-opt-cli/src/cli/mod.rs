@@ -196,15 +196,16 @@ pub enum CostArg {
     Nodes,
 }
 
-fn parse_dim(s: &str) -> Result<(String, i64), String> {
+/// Parses `--dim NAME=VALUE`.
+fn parse_dim(s: &str) -> anyhow::Result<(String, i64)> {
     let (name, value) = s
         .split_once('=')
-        .ok_or_else(|| format!("expected NAME=VALUE, got '{s}'"))?;
+        .ok_or_else(|| anyhow::anyhow!("expected NAME=VALUE, got '{s}'"))?;
     let v: i64 = value
         .parse()
-        .map_err(|_| format!("'{value}' is not an integer"))?;
+        .map_err(|_| anyhow::anyhow!("'{value}' is not an integer"))?;
     if v < 0 {
-        return Err(format!("dimension {name} must not be negative"));
+        anyhow::bail!("dimension {name} must not be negative");
     }
     Ok((name.to_string(), v))
 }
@@ -238,10 +239,11 @@ pub struct RunArgs {
     pub profile: bool,
 }
 
-fn parse_input(s: &str) -> Result<(String, PathBuf), String> {
+/// Parses `--input NAME=FILE`.
+fn parse_input(s: &str) -> anyhow::Result<(String, PathBuf)> {
     let (name, file) = s
         .split_once('=')
-        .ok_or_else(|| format!("expected NAME=FILE, got '{s}'"))?;
+        .ok_or_else(|| anyhow::anyhow!("expected NAME=FILE, got '{s}'"))?;
     Ok((name.to_string(), PathBuf::from(file)))
 }
 

@@ -62,7 +62,7 @@ fn parsed(bytes: &[u8]) -> (DType, Vec<usize>, Vec<u8>) {
 fn parse_error(bytes: &[u8]) -> String {
     match parse_npy(bytes) {
         Ok(npy) => panic!("parsed as {:?}", npy.tensor),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 

@@ -34,6 +34,7 @@ use onnx_ref::{Session, Value};
 
 use crate::choice::SplitMix;
 use crate::gen::dag;
+use crate::Error;
 
 pub use coverage::{default_domain_ops, Coverage, Nesting};
 pub use minimize::minimize;
@@ -88,7 +89,7 @@ pub enum Generated {
         /// The model as ONNX text.
         text: String,
         /// Why.
-        error: String,
+        error: Error,
     },
 }
 
@@ -145,7 +146,7 @@ impl FuzzCase {
     /// symbolic dim named `n<k>` has size k (the generator's convention), any other size 2. A
     /// sequence input holds tensors of its declared element shape, as many as the first of
     /// 3, 2, 1, 0 at which the model runs; an optional input holds a value.
-    pub fn from_model(model: Model, seed: u64, trials: usize) -> Result<FuzzCase, String> {
+    pub fn from_model(model: Model, seed: u64, trials: usize) -> Result<FuzzCase, Error> {
         let proto = model.to_proto();
         let named = negative_dims_named(&proto);
         let dims = symbolic_dims(&named);
@@ -155,13 +156,12 @@ impl FuzzCase {
         } else {
             &[3, 2, 1, 0]
         };
-        let mut last = String::new();
+        let mut last = None;
         for &len in lengths {
             let mut all = Vec::new();
             for t in 0..trials.max(1) {
                 let trial_seed = seed.wrapping_add(t as u64);
-                let mut feeds = onnx_ref::random_inputs(&tensor_inputs, trial_seed, &dims)
-                    .map_err(|e| e.to_string())?;
+                let mut feeds = onnx_ref::random_inputs(&tensor_inputs, trial_seed, &dims)?;
                 let mut rng = SplitMix::new(trial_seed);
                 for (name, ty) in &containers {
                     feeds.push((name.clone(), random_value(ty, len, &mut rng, &dims)?));
@@ -176,10 +176,10 @@ impl FuzzCase {
             };
             match case.runs() {
                 Ok(()) => return Ok(case),
-                Err(e) => last = e,
+                Err(e) => last = Some(e),
             }
         }
-        Err(last)
+        Err(last.expect("`lengths` is not empty, so the loop ran"))
     }
 
     /// The model in the ONNX text syntax.
@@ -198,16 +198,15 @@ impl FuzzCase {
     }
 
     /// Runs the first trial in the interpreter.
-    fn runs(&self) -> Result<(), String> {
+    fn runs(&self) -> Result<(), Error> {
         let run = std::panic::catch_unwind(|| {
             Session::new(&self.proto)
                 .and_then(|s| s.run(self.trials[0].clone()))
                 .map(|_| ())
-                .map_err(|e| e.to_string())
         });
         match run {
-            Ok(r) => r,
-            Err(_) => Err("the interpreter panicked".into()),
+            Ok(r) => Ok(r?),
+            Err(_) => Err(Error::RunPanicked),
         }
     }
 }
@@ -296,19 +295,18 @@ fn random_value(
     len: usize,
     rng: &mut SplitMix,
     dims: &BTreeMap<String, i64>,
-) -> Result<Value, String> {
+) -> Result<Value, Error> {
     use onnx_proto::tensor_shape_proto::dimension::Value as Dim;
     use onnx_proto::type_proto::Value as V;
-    fn elem(e: &Option<Box<onnx_proto::TypeProto>>) -> Result<&onnx_proto::TypeProto, String> {
-        e.as_deref()
-            .ok_or_else(|| "a sequence or optional type without its element type".to_string())
+    fn elem(e: &Option<Box<onnx_proto::TypeProto>>) -> Result<&onnx_proto::TypeProto, Error> {
+        e.as_deref().ok_or(Error::NoElemType)
     }
     match &ty.value {
         Some(V::TensorType(t)) => {
             let dtype = t
                 .elem_type
                 .and_then(onnx_ref::DType::from_code)
-                .ok_or("an unknown element type")?;
+                .ok_or(Error::UnknownElemType { code: t.elem_type })?;
             let shape: Vec<usize> = match &t.shape {
                 Some(s) => s
                     .dim
@@ -322,9 +320,10 @@ fn random_value(
                 None => vec![2],
             };
             let opts = crate::choice::DataOpts::default();
-            crate::choice::random_tensor(rng, dtype, &shape, &opts)
-                .map(Value::Tensor)
-                .ok_or_else(|| format!("cannot draw a {} tensor", dtype.name()))
+            match crate::choice::random_tensor(rng, dtype, &shape, &opts) {
+                Some(t) => Ok(Value::Tensor(t)),
+                None => Err(Error::CannotDraw { dtype, shape }),
+            }
         }
         Some(V::SequenceType(s)) => {
             let e = elem(&s.elem_type)?;
@@ -341,7 +340,7 @@ fn random_value(
             let inner = random_value(elem(&o.elem_type)?, len, rng, dims)?;
             Ok(Value::Optional(Some(Box::new(inner))))
         }
-        _ => Err("only tensor, sequence and optional inputs can be generated".into()),
+        _ => Err(Error::UnsupportedInputType),
     }
 }
 

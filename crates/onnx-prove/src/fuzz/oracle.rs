@@ -305,13 +305,12 @@ fn breaks_declared_outputs(model: &ModelProto, outputs: &[(String, Value)]) -> b
 }
 
 fn compare_outputs(case: &FuzzCase, optimized: &ModelProto) -> Result<usize, Verdict> {
-    let caught =
-        |f: &dyn Fn() -> Result<Vec<(String, Value)>, String>| match std::panic::catch_unwind(
-            std::panic::AssertUnwindSafe(f),
-        ) {
-            Ok(r) => r,
-            Err(_) => Err("the interpreter panicked".to_string()),
-        };
+    let caught = |f: &dyn Fn() -> Result<Vec<(String, Value)>, onnx_ref::RefError>| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(crate::Error::RunPanicked),
+        }
+    };
     let a = Session::new(case.proto()).map_err(|e| fail(FailedCheck::Error, e.to_string()))?;
     let b = match Session::new(optimized) {
         Ok(s) => s,
@@ -325,7 +324,7 @@ fn compare_outputs(case: &FuzzCase, optimized: &ModelProto) -> Result<usize, Ver
     let taints = output_taints(case.proto());
     let mut compared = 0;
     for (trial, inputs) in case.trials().iter().enumerate() {
-        let Ok(ra) = caught(&|| a.run(inputs.clone()).map_err(|e| e.to_string())) else {
+        let Ok(ra) = caught(&|| a.run(inputs.clone())) else {
             continue;
         };
         // An original whose output breaks its declared type on this input is invalid there
@@ -333,7 +332,7 @@ fn compare_outputs(case: &FuzzCase, optimized: &ModelProto) -> Result<usize, Ver
         if breaks_declared_outputs(case.proto(), &ra) {
             continue;
         }
-        let rb = match caught(&|| b.run(inputs.clone()).map_err(|e| e.to_string())) {
+        let rb = match caught(&|| b.run(inputs.clone())) {
             Ok(r) => r,
             Err(e) => {
                 return Err(fail(

@@ -25,6 +25,27 @@ pub(crate) struct ForwardSlice {
     pub(crate) depends_on_x: BTreeSet<String>,
 }
 
+/// Why a Gradient node has no forward slice; the caller attaches the Gradient node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SliceError {
+    /// `y` is computed from the Gradient node's own outputs.
+    #[error("'{y}' depends on the Gradient node's own outputs (node {gradient})")]
+    DependsOnGradient {
+        /// The value the gradient is taken of.
+        y: String,
+        /// The Gradient node's index in its graph.
+        gradient: usize,
+    },
+    /// The walk back from `y` came round to a node it is still inside.
+    #[error("the graph has a cycle through node {node} (reading '{value}')")]
+    Cycle {
+        /// The node reached again.
+        node: usize,
+        /// The value whose producer it is.
+        value: String,
+    },
+}
+
 /// Every name a node reads: its non-empty inputs and what its subgraphs read.
 fn node_reads(node: &NodeProto) -> Vec<String> {
     node.input
@@ -36,15 +57,15 @@ fn node_reads(node: &NodeProto) -> Vec<String> {
 }
 
 /// Computes the forward slice of `y` over the cut `xs ++ zs` in `graph`. `gradient_index` is
-/// the Gradient node's own index (the slice must not contain it). Errors are reasons, without
-/// the node (the caller attaches it).
+/// the Gradient node's own index (the slice must not contain it). Errors do not name
+/// the Gradient node (the caller attaches it).
 pub(crate) fn forward_slice(
     graph: &GraphProto,
     gradient_index: Option<usize>,
     xs: &[String],
     zs: &[String],
     y: &str,
-) -> Result<ForwardSlice, String> {
+) -> Result<ForwardSlice, SliceError> {
     let mut producer: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, n) in graph.node.iter().enumerate() {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
@@ -76,9 +97,10 @@ pub(crate) fn forward_slice(
             let next = top.1;
             top.1 += 1;
             if Some(node) == gradient_index {
-                return Err(format!(
-                    "'{y}' depends on the Gradient node's own outputs (node {node})"
-                ));
+                return Err(SliceError::DependsOnGradient {
+                    y: y.to_string(),
+                    gradient: node,
+                });
             }
             let names = reads
                 .entry(node)
@@ -100,9 +122,10 @@ pub(crate) fn forward_slice(
                     match mark.get(&q) {
                         Some(Mark::Done) => {}
                         Some(Mark::Open) => {
-                            return Err(format!(
-                                "the graph has a cycle through node {q} (reading '{name}')"
-                            ));
+                            return Err(SliceError::Cycle {
+                                node: q,
+                                value: name,
+                            });
                         }
                         None => {
                             mark.insert(q, Mark::Open);

@@ -36,12 +36,32 @@ fn is_jpeg2000(bytes: &[u8]) -> bool {
         || bytes.starts_with(&[0, 0, 0, 0x0C, b'j', b'P', b' ', b' '])
 }
 
-fn decode(bytes: &[u8]) -> std::result::Result<DynamicImage, String> {
+/// Why an encoded stream gives no image; the kernel attaches its node.
+#[derive(Debug, thiserror::Error)]
+enum DecodeError {
+    /// A JPEG 2000 stream, which the `image` crate cannot read.
+    #[error("JPEG 2000 images are not supported")]
+    Jpeg2000,
+    /// The bytes start like no format the `image` crate knows.
+    #[error("unrecognized image format: {source}")]
+    UnknownFormat { source: image::ImageError },
+    /// A known format this kernel does not decode (only PNG, JPEG, BMP, TIFF, WebP, PNM).
+    #[error("{format:?} images are not supported")]
+    UnsupportedFormat { format: ImageFormat },
+    /// The stream has a supported format but is malformed or truncated.
+    #[error("cannot decode {format:?} image: {source}")]
+    Malformed {
+        format: ImageFormat,
+        source: image::ImageError,
+    },
+}
+
+fn decode(bytes: &[u8]) -> std::result::Result<DynamicImage, DecodeError> {
     if is_jpeg2000(bytes) {
-        return Err("JPEG 2000 images are not supported".into());
+        return Err(DecodeError::Jpeg2000);
     }
     let format =
-        image::guess_format(bytes).map_err(|e| format!("unrecognized image format: {e}"))?;
+        image::guess_format(bytes).map_err(|source| DecodeError::UnknownFormat { source })?;
     if !matches!(
         format,
         ImageFormat::Png
@@ -51,10 +71,10 @@ fn decode(bytes: &[u8]) -> std::result::Result<DynamicImage, String> {
             | ImageFormat::WebP
             | ImageFormat::Pnm
     ) {
-        return Err(format!("{format:?} images are not supported"));
+        return Err(DecodeError::UnsupportedFormat { format });
     }
     image::load_from_memory_with_format(bytes, format)
-        .map_err(|e| format!("cannot decode {format:?} image: {e}"))
+        .map_err(|source| DecodeError::Malformed { format, source })
 }
 
 fn image_decoder(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {

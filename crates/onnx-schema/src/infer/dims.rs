@@ -127,11 +127,33 @@ pub fn tensor_type(elem_type: Option<i32>, shape: Option<&[SymDim]>) -> TypeProt
     }
 }
 
+/// Shapes that do not broadcast: two known dims at one output position differ (neither is 1).
+/// The callers name the inputs and the operator (`InferError::Inconsistent`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "shapes {} do not broadcast: dims {first} and {second} differ",
+    show_all(shapes)
+)]
+pub(crate) struct BroadcastError {
+    /// Every shape given to [`broadcast`].
+    pub(crate) shapes: Vec<Dims>,
+    /// The known dim seen first at the conflicting position.
+    pub(crate) first: i64,
+    /// The known dim that differs from it.
+    pub(crate) second: i64,
+}
+
+/// Shapes as "[a, b], [c]".
+fn show_all(shapes: &[Dims]) -> String {
+    let all: Vec<String> = shapes.iter().map(|s| show(s)).collect();
+    all.join(", ")
+}
+
 /// Numpy (multidirectional) broadcasting of several shapes, as onnx's
 /// `multidirectionalBroadcastShapeInference`: per output dim, a known dim other than 1 wins
 /// (two different ones are an error), dims that are all 1 give 1, a single symbolic dim or
 /// equal params give that param, anything else is unknown.
-pub(crate) fn broadcast(shapes: &[&[SymDim]]) -> Result<Dims, String> {
+pub(crate) fn broadcast(shapes: &[&[SymDim]]) -> Result<Dims, BroadcastError> {
     let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
     let mut out = Vec::with_capacity(rank);
     for i in 0..rank {
@@ -147,11 +169,11 @@ pub(crate) fn broadcast(shapes: &[&[SymDim]]) -> Result<Dims, String> {
                 SymDim::Known(1) => {}
                 SymDim::Known(v) => {
                     if known != 1 && known != *v {
-                        let all: Vec<String> = shapes.iter().map(|s| show(s)).collect();
-                        return Err(format!(
-                            "shapes {} do not broadcast: dims {known} and {v} differ",
-                            all.join(", ")
-                        ));
+                        return Err(BroadcastError {
+                            shapes: shapes.iter().map(|s| s.to_vec()).collect(),
+                            first: known,
+                            second: *v,
+                        });
                     }
                     known = *v;
                 }
@@ -332,7 +354,11 @@ mod tests {
         assert_eq!(broadcast(&[&[p("n")], &[k(1)]]).unwrap(), [p("n")]);
         assert_eq!(broadcast(&[&[], &[k(2)]]).unwrap(), [k(2)]);
         let err = broadcast(&[&[k(3)], &[k(4)]]).unwrap_err();
-        assert!(err.contains("[3], [4]"), "{err}");
+        assert_eq!((err.first, err.second), (3, 4));
+        assert_eq!(
+            err.to_string(),
+            "shapes [3], [4] do not broadcast: dims 3 and 4 differ"
+        );
     }
 
     #[test]

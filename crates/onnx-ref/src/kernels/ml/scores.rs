@@ -8,6 +8,14 @@
 
 use std::f64::consts::{PI, SQRT_2};
 
+/// A `post_transform` attribute value that names no transform.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("post_transform must be NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO or PROBIT, got '{value}'")]
+pub(crate) struct UnknownPostTransform {
+    /// The attribute value as written.
+    pub(crate) value: String,
+}
+
 /// A `post_transform` attribute value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PostTransform {
@@ -20,7 +28,7 @@ pub(crate) enum PostTransform {
 
 impl PostTransform {
     /// Parses the attribute value.
-    pub(crate) fn parse(name: &str) -> Result<Self, String> {
+    pub(crate) fn parse(name: &str) -> Result<Self, UnknownPostTransform> {
         Ok(match name {
             "NONE" => Self::None,
             "LOGISTIC" => Self::Logistic,
@@ -28,9 +36,9 @@ impl PostTransform {
             "SOFTMAX_ZERO" => Self::SoftmaxZero,
             "PROBIT" => Self::Probit,
             other => {
-                return Err(format!(
-                    "post_transform must be NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO or PROBIT, got '{other}'"
-                ))
+                return Err(UnknownPostTransform {
+                    value: other.to_string(),
+                })
             }
         })
     }
@@ -48,7 +56,7 @@ impl PostTransform {
 }
 
 /// Applies a `post_transform` named by its attribute value to one row of scores.
-pub(crate) fn post_transform(name: &str, row: &mut [f64]) -> std::result::Result<(), String> {
+pub(crate) fn post_transform(name: &str, row: &mut [f64]) -> Result<(), UnknownPostTransform> {
     PostTransform::parse(name)?.apply(row);
     Ok(())
 }
@@ -173,7 +181,12 @@ mod tests {
         // probit(0.5) = 0 and probit(0.975) ~ 1.96 (the approximation is within 2e-3).
         assert!(probit(0.5).abs() < 1e-12);
         assert!((probit(0.975) - 1.959964).abs() < 5e-3);
-        assert!(PostTransform::parse("EXP").is_err());
+        assert_eq!(
+            PostTransform::parse("EXP"),
+            Err(UnknownPostTransform {
+                value: "EXP".into()
+            })
+        );
     }
 
     #[test]

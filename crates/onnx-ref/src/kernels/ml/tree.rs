@@ -59,6 +59,60 @@ pub(super) struct Forest {
     n_targets: usize,
 }
 
+/// Where a bad reference of a [`Forest`] sits: a branch node's child or a tree's root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Referrer {
+    /// A branch node (its index among the branches).
+    Node(usize),
+    /// A tree's root (the tree's index).
+    Tree(usize),
+}
+
+impl std::fmt::Display for Referrer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Referrer::Node(i) => write!(f, "node {i}"),
+            Referrer::Tree(t) => write!(f, "tree {t}"),
+        }
+    }
+}
+
+/// Why a [`Forest`] cannot be evaluated; the kernel attaches its node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ForestError {
+    /// A branch or root refers to a branch node that does not exist.
+    #[error("{from} refers to node {index} of {count}")]
+    NoSuchNode {
+        from: Referrer,
+        index: usize,
+        count: usize,
+    },
+    /// A branch or root refers to a leaf that does not exist.
+    #[error("{from} refers to leaf {index} of {count}")]
+    NoSuchLeaf {
+        from: Referrer,
+        index: usize,
+        count: usize,
+    },
+    /// A branch tests a feature the input does not have.
+    #[error("node {node} tests feature {feature} of an input with {features} features")]
+    NoSuchFeature {
+        node: usize,
+        feature: usize,
+        features: usize,
+    },
+    /// A leaf adds a weight to a target the ensemble does not have.
+    #[error("leaf {leaf} targets {target} of {targets} targets")]
+    NoSuchTarget {
+        leaf: usize,
+        target: usize,
+        targets: usize,
+    },
+    /// Following the branches from a tree's root never reaches a leaf.
+    #[error("the tree has a cycle")]
+    Cycle { tree: usize },
+}
+
 /// How the leaf values of the trees combine per target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Aggregate {
@@ -88,45 +142,49 @@ impl Branch {
 
 impl Forest {
     /// Checks every reference once so that evaluation cannot index out of range or loop.
-    pub(super) fn validate(&self, n_features: usize) -> std::result::Result<(), String> {
-        let check = |n: Next, what: &str| match n {
-            Next::Node(i) if i >= self.branches.len() => Err(format!(
-                "{what} refers to node {i} of {}",
-                self.branches.len()
-            )),
-            Next::Leaf(i) if i >= self.leaves.len() => Err(format!(
-                "{what} refers to leaf {i} of {}",
-                self.leaves.len()
-            )),
+    pub(super) fn validate(&self, n_features: usize) -> std::result::Result<(), ForestError> {
+        let check = |n: Next, from: Referrer| match n {
+            Next::Node(index) if index >= self.branches.len() => Err(ForestError::NoSuchNode {
+                from,
+                index,
+                count: self.branches.len(),
+            }),
+            Next::Leaf(index) if index >= self.leaves.len() => Err(ForestError::NoSuchLeaf {
+                from,
+                index,
+                count: self.leaves.len(),
+            }),
             _ => Ok(()),
         };
         for (i, b) in self.branches.iter().enumerate() {
-            check(b.on_true, &format!("node {i}"))?;
-            check(b.on_false, &format!("node {i}"))?;
+            check(b.on_true, Referrer::Node(i))?;
+            check(b.on_false, Referrer::Node(i))?;
             if b.feature >= n_features {
-                return Err(format!(
-                    "node {i} tests feature {} of an input with {n_features} features",
-                    b.feature
-                ));
+                return Err(ForestError::NoSuchFeature {
+                    node: i,
+                    feature: b.feature,
+                    features: n_features,
+                });
             }
         }
         for (t, &r) in self.roots.iter().enumerate() {
-            check(r, &format!("tree {t}"))?;
+            check(r, Referrer::Tree(t))?;
         }
         for (i, leaf) in self.leaves.iter().enumerate() {
-            if let Some((t, _)) = leaf.iter().find(|(t, _)| *t >= self.n_targets) {
-                return Err(format!(
-                    "leaf {i} targets {t} of {} targets",
-                    self.n_targets
-                ));
+            if let Some(&(t, _)) = leaf.iter().find(|(t, _)| *t >= self.n_targets) {
+                return Err(ForestError::NoSuchTarget {
+                    leaf: i,
+                    target: t,
+                    targets: self.n_targets,
+                });
             }
         }
         Ok(())
     }
 
-    /// The leaf a row reaches in the tree starting at `root`.
-    fn leaf_of(&self, root: Next, row: &[f64]) -> std::result::Result<usize, String> {
-        let mut at = root;
+    /// The leaf a row reaches in tree `tree`.
+    fn leaf_of(&self, tree: usize, row: &[f64]) -> std::result::Result<usize, ForestError> {
+        let mut at = self.roots[tree];
         for _ in 0..=self.branches.len() {
             match at {
                 Next::Leaf(l) => return Ok(l),
@@ -140,7 +198,7 @@ impl Forest {
                 }
             }
         }
-        Err("the tree has a cycle".into())
+        Err(ForestError::Cycle { tree })
     }
 
     /// Per-target sums of the leaf weights one row reaches, and whether any leaf gave each
@@ -151,11 +209,11 @@ impl Forest {
         &self,
         row: &[f64],
         single: bool,
-    ) -> std::result::Result<(Vec<f64>, Vec<bool>), String> {
+    ) -> std::result::Result<(Vec<f64>, Vec<bool>), ForestError> {
         let mut sums = vec![0.0; self.n_targets];
         let mut hits = vec![false; self.n_targets];
-        for &root in &self.roots {
-            let leaf = self.leaf_of(root, row)?;
+        for tree in 0..self.roots.len() {
+            let leaf = self.leaf_of(tree, row)?;
             for &(t, w) in &self.leaves[leaf] {
                 sums[t] = if single {
                     f64::from(sums[t] as f32 + w as f32)
@@ -175,7 +233,7 @@ impl Forest {
         n_features: usize,
         aggregate: Aggregate,
         unreached: f64,
-    ) -> std::result::Result<Vec<f64>, String> {
+    ) -> std::result::Result<Vec<f64>, ForestError> {
         let rows = x.len().checked_div(n_features).unwrap_or(0);
         let mut out = Vec::with_capacity(rows * self.n_targets);
         let init = match aggregate {
@@ -184,8 +242,8 @@ impl Forest {
         };
         for row in x.chunks_exact(n_features.max(1)).take(rows) {
             let mut scores = vec![init; self.n_targets];
-            for &root in &self.roots {
-                let leaf = self.leaf_of(root, row)?;
+            for tree in 0..self.roots.len() {
+                let leaf = self.leaf_of(tree, row)?;
                 for &(t, w) in &self.leaves[leaf] {
                     let s = &mut scores[t];
                     *s = match aggregate {
