@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use egg::Id;
-use onnx_egraph::{RustApplier, RustGuard, RustMatch, RustRhs};
+use onnx_egraph::{RhsError, RustApplier, RustGuard, RustMatch, RustRhs};
 
 /// A rule whose left side is rule text and whose guard and right side are Rust.
 ///
@@ -41,9 +41,10 @@ impl RustRule {
     /// A rule named `name` (unique among all loaded rules) whose left side is `pattern` — rule
     /// text: a pattern, optionally followed by `where`, `let` and `hint` clauses, and preceded
     /// by `#` comment lines (its identity) — and whose right side `applier` builds: it returns
-    /// the class that replaces the matched value, `Ok(None)` to decline, or `Err` with any
-    /// error type to refuse (its message is reported with the rule's name; the run goes on).
-    pub fn new<E: std::fmt::Display>(
+    /// the class that replaces the matched value, `Ok(None)` to decline, or `Err` to refuse:
+    /// an [`RhsError`] (what the op builder returns), or a message (`Err("...".into())`),
+    /// reported with the rule's name; the run goes on.
+    pub fn new<E: Into<RhsError>>(
         name: &str,
         pattern: &str,
         applier: impl Fn(&mut RustRhs<'_>) -> Result<Option<Id>, E> + Send + Sync + 'static,
@@ -53,7 +54,7 @@ impl RustRule {
             pattern: pattern.to_string(),
             tags: String::new(),
             guard: None,
-            applier: Arc::new(move |rhs: &mut RustRhs<'_>| applier(rhs).map_err(|e| e.to_string())),
+            applier: Arc::new(move |rhs: &mut RustRhs<'_>| applier(rhs).map_err(Into::into)),
         }
     }
 
