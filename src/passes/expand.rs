@@ -16,19 +16,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use onnx_proto::{AttributeProto, FunctionProto, GraphProto, ModelProto};
+use onnx_ir::{Function, Graph, Model, Name, Node};
+use onnx_proto::{AttributeProto, FunctionProto, ModelProto};
 
-use crate::passes::inline::{version_in, FnKey, Inliner};
+use crate::passes::inline::{version_in, FnKey, FunctionError, Inliner};
 
-fn ops_in(g: &GraphProto, out: &mut BTreeSet<String>) {
-    for n in &g.node {
-        if onnx_schema::normalize_domain(n.domain.as_deref().unwrap_or("")).is_empty() {
-            out.insert(n.op_type.clone().unwrap_or_default());
+/// The default-domain ops of a graph, its subgraphs included.
+fn ops_in(g: &Graph, out: &mut BTreeSet<String>) {
+    for (_, n) in g.nodes_in_order() {
+        if onnx_schema::normalize_domain(&n.domain).is_empty() {
+            out.insert(n.op_type.to_string());
         }
-        for a in &n.attribute {
-            for sub in a.g.iter().chain(&a.graphs) {
-                ops_in(sub, out);
-            }
+        for sub in n.subgraphs() {
+            ops_in(sub, out);
         }
     }
 }
@@ -41,15 +41,9 @@ const UNSOUND_BODIES: &[(&str, &str)] = &[(
 )];
 
 /// The default-domain ops of a body, its subgraphs included.
-fn body_ops(body: &FunctionProto) -> BTreeSet<String> {
+fn body_ops(body: &Function) -> BTreeSet<String> {
     let mut ops = BTreeSet::new();
-    ops_in(
-        &GraphProto {
-            node: body.node.clone(),
-            ..Default::default()
-        },
-        &mut ops,
-    );
+    ops_in(&body.body, &mut ops);
     ops
 }
 
@@ -77,7 +71,7 @@ fn decomposed_by_rules() -> BTreeSet<String> {
 
 /// The body of `op` (bound at `model_opset`) to expand for a target that lacks it, with the
 /// schema's attribute defaults as the function's.
-fn body_for(op: &str, model_opset: i64, target: i64) -> Option<FunctionProto> {
+fn body_for(op: &str, model_opset: i64, target: i64) -> Option<Function> {
     let schema = lacking(op, model_opset, target)?;
     usable(schema.function_body(model_opset)?, schema, model_opset)
 }
@@ -94,14 +88,15 @@ fn lacking(op: &str, model_opset: i64, target: i64) -> Option<&'static onnx_sche
 
 /// A body that can be lifted at the model's opset (each op binds a version of the same
 /// signature there as at the body's own opset), with the schema's attribute defaults as the
-/// function's.
+/// function's; in the IR (a body the IR cannot represent is not used).
 fn usable(
-    mut body: FunctionProto,
+    body: FunctionProto,
     schema: &onnx_schema::OpSchema,
     model_opset: i64,
-) -> Option<FunctionProto> {
+) -> Option<Function> {
+    let mut body = Function::from_proto(body).ok()?;
     let reg = onnx_schema::registry();
-    let fv = version_in(&body.opset_import, "")?;
+    let fv = version_in(&body.opset_imports, "")?;
     let same = body_ops(&body).iter().all(|op| {
         match (reg.lookup("", op, fv), reg.lookup("", op, model_opset)) {
             (Some(a), Some(b)) => a.since_version == b.since_version || same_signature(a, b),
@@ -114,10 +109,10 @@ fn usable(
     }
     for a in &schema.attributes {
         if let Some(d) = &a.default {
-            if !body.attribute_proto.iter().any(|x| x.name == d.name) {
+            if !body.attribute_protos.iter().any(|x| x.name == d.name) {
                 let mut d: AttributeProto = d.clone();
                 d.name = Some(a.name.clone());
-                body.attribute_proto.push(d);
+                body.attribute_protos.push(d);
             }
         }
     }
@@ -143,35 +138,36 @@ fn referenced(nodes: &[onnx_proto::NodeProto], out: &mut BTreeSet<String>) {
 /// types have them), and every attribute the body does not refer to holding the instance's
 /// value (else the schema's default).
 fn instance_fits(
-    node: &onnx_proto::NodeProto,
+    g: &Graph,
+    node: &Node,
     inst: &onnx_schema::FunctionInstance,
     schema: &onnx_schema::OpSchema,
     types: &BTreeMap<String, onnx_proto::TypeProto>,
 ) -> bool {
-    let present = |v: &[String], i: usize| v.get(i).is_some_and(|x| !x.is_empty());
-    let n = node.input.len().max(inst.node.input.len());
+    let ours_present = |i: usize| node.inputs.get(i).is_some_and(Option::is_some);
+    let theirs_present = |i: usize| inst.node.input.get(i).is_some_and(|x| !x.is_empty());
+    let n = node.inputs.len().max(inst.node.input.len());
     for i in 0..n {
-        if present(&node.input, i) != present(&inst.node.input, i) {
+        if ours_present(i) != theirs_present(i) {
             return false;
         }
-        if !present(&node.input, i) {
+        let Some(Some(input)) = node.inputs.get(i) else {
             continue;
-        }
+        };
+        let input = g.value(*input).name.as_str();
         let elem = |t: Option<&onnx_proto::TypeProto>| {
             t.and_then(onnx_schema::infer::elem_type_of)
                 .filter(|&e| e != 0)
         };
         let theirs_ty = inst.input_types.get(i).and_then(Option::as_ref);
         let theirs = elem(theirs_ty);
-        let ours = elem(types.get(&node.input[i]));
+        let ours = elem(types.get(input));
         if ours.is_none() || ours != theirs {
             return false;
         }
         // An instance built for a shape (a body sized by its channels, say) fits that shape.
         if let Some(want) = theirs_ty.and_then(onnx_schema::infer::shape_of) {
-            let have = types
-                .get(&node.input[i])
-                .and_then(onnx_schema::infer::shape_of);
+            let have = types.get(input).and_then(onnx_schema::infer::shape_of);
             let fits = have.is_some_and(|h| {
                 h.len() == want.len()
                     && h.iter()
@@ -183,8 +179,8 @@ fn instance_fits(
             }
         }
     }
-    if node.output.iter().filter(|o| !o.is_empty()).count() > inst.node.output.len()
-        || node.output.len() > inst.body.output.len()
+    if node.outputs.iter().flatten().count() > inst.node.output.len()
+        || node.outputs.len() > inst.body.output.len()
     {
         return false;
     }
@@ -215,9 +211,8 @@ fn instance_fits(
         Some(x) => same(v, x),
         None => default(name).is_some_and(|d| same(v, &d)),
     };
-    for a in &node.attribute {
-        let name = a.name.as_deref().unwrap_or("");
-        if !refs.contains(name) && !held(name, a) {
+    for a in &node.attributes {
+        if !refs.contains(a.name.as_str()) && !held(&a.name, &a.to_proto()) {
             return false;
         }
     }
@@ -225,10 +220,7 @@ fn instance_fits(
     inst.node.attribute.iter().all(|x| {
         let name = x.name.as_deref().unwrap_or("");
         refs.contains(name)
-            || node
-                .attribute
-                .iter()
-                .any(|a| a.name.as_deref() == Some(name))
+            || node.attribute(name).is_some()
             || default(name).is_some_and(|d| same(x, &d))
     })
 }
@@ -264,73 +256,62 @@ fn same_signature(a: &onnx_schema::OpSchema, b: &onnx_schema::OpSchema) -> bool 
     !crosses && params(a) == params(b) && attrs(a) == attrs(b)
 }
 
-/// Expands every node (main graph, subgraphs, local function bodies) whose op the target lacks
-/// and whose schema has a context-independent body; returns the model and how many nodes.
-pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto, usize), String> {
-    let Some(model_opset) = version_in(&model.opset_import, "") else {
-        return Ok((model.clone(), 0));
+/// Expands every node (main graph and its subgraphs) whose op the target lacks and whose
+/// schema has a body (context-independent, or an instance built for a node like it); returns
+/// how many nodes. On an error the model may be partly expanded (the caller drops it).
+pub(crate) fn expand_for_target(model: &mut Model, target: i64) -> Result<usize, FunctionError> {
+    let Some(model_opset) = version_in(&model.opset_imports, "") else {
+        return Ok(0);
     };
     let mut ops = BTreeSet::new();
-    if let Some(g) = &model.graph {
-        ops_in(g, &mut ops);
-    }
+    ops_in(&model.graph, &mut ops);
     let by_rules = decomposed_by_rules();
-    let mut funcs: BTreeMap<FnKey, FunctionProto> = BTreeMap::new();
-    let mut out = model.clone();
+    let mut funcs: BTreeMap<FnKey, Function> = BTreeMap::new();
     let mut todo: Vec<String> = ops.into_iter().collect();
     // Context-dependent bodies (Attention, RotaryEmbedding, LayerNormalization with its
     // statistics outputs, ...): per node of the main graph, the recorded instance built for a
-    // node like it, if any.
-    if let Some(g) = out.graph.as_mut() {
-        let opsets: BTreeMap<String, i64> = [(String::new(), model_opset)].into();
-        let mut types: BTreeMap<String, onnx_proto::TypeProto> = BTreeMap::new();
-        for v in g.input.iter().chain(&g.output).chain(&g.value_info) {
-            if let (Some(n), Some(t)) = (&v.name, &v.r#type) {
-                types.insert(n.clone(), t.clone());
-            }
+    // node like it, if any. Types come from the graph's declarations and inference (on its
+    // protobuf, which inference reads).
+    let types = main_graph_types(&model.graph, model_opset);
+    let g = &mut model.graph;
+    for id in g.order.clone() {
+        let node = g.node(id);
+        if !onnx_schema::normalize_domain(&node.domain).is_empty() {
+            continue;
         }
-        if let Ok(inferred) = onnx_schema::infer::infer_graph(g, &opsets) {
-            for (n, t) in inferred {
-                types.entry(n).or_insert(t);
-            }
+        let op = node.op_type.to_string();
+        let several_outputs = node.outputs.iter().flatten().count() > 1;
+        if (by_rules.contains(&op) && !several_outputs)
+            || UNSOUND_BODIES.iter().any(|(o, _)| *o == op)
+        {
+            continue;
         }
-        for node in g.node.iter_mut() {
-            if !onnx_schema::normalize_domain(node.domain.as_deref().unwrap_or("")).is_empty() {
-                continue;
-            }
-            let op = node.op_type.clone().unwrap_or_default();
-            let several_outputs = node.output.iter().filter(|o| !o.is_empty()).count() > 1;
-            if (by_rules.contains(&op) && !several_outputs)
-                || UNSOUND_BODIES.iter().any(|(o, _)| *o == op)
-            {
-                continue;
-            }
-            let Some(schema) = lacking(&op, model_opset, target) else {
-                continue;
-            };
-            if schema.function_body(model_opset).is_some() {
-                continue;
-            }
-            let instances = schema.context_dependent_function_instances(model_opset);
-            let Some((k, inst)) = instances
-                .iter()
-                .enumerate()
-                .find(|(_, i)| instance_fits(node, i, schema, &types))
-            else {
-                continue;
-            };
-            let Some(body) = usable(inst.body.clone(), schema, model_opset) else {
-                continue;
-            };
-            todo.extend(body_ops(&body));
-            let name = format!("{op}#{k}");
-            funcs.insert(
-                (INSTANCE_DOMAIN.to_string(), name.clone(), String::new()),
-                body,
-            );
-            node.domain = Some(INSTANCE_DOMAIN.to_string());
-            node.op_type = Some(name);
+        let Some(schema) = lacking(&op, model_opset, target) else {
+            continue;
+        };
+        if schema.function_body(model_opset).is_some() {
+            continue;
         }
+        let instances = schema.context_dependent_function_instances(model_opset);
+        let Some((k, inst)) = instances
+            .iter()
+            .enumerate()
+            .find(|(_, i)| instance_fits(g, node, i, schema, &types))
+        else {
+            continue;
+        };
+        let Some(body) = usable(inst.body.clone(), schema, model_opset) else {
+            continue;
+        };
+        todo.extend(body_ops(&body));
+        let name = format!("{op}#{k}");
+        funcs.insert(
+            (INSTANCE_DOMAIN.to_string(), name.clone(), String::new()),
+            body,
+        );
+        let node = g.node_mut(id);
+        node.domain = Name::from(INSTANCE_DOMAIN);
+        node.op_type = Name::from(name);
     }
     // To a fixed point: a body's own ops may need their bodies.
     let mut seen = BTreeSet::new();
@@ -353,13 +334,35 @@ pub fn expand_for_target(model: &ModelProto, target: i64) -> Result<(ModelProto,
         }
     }
     if funcs.is_empty() {
-        return Ok((model.clone(), 0));
+        return Ok(0);
     }
     let mut inl = Inliner::new(&funcs, model);
-    if let Some(g) = out.graph.as_mut() {
-        inl.graph(g, 0)?;
+    inl.graph(&mut model.graph, 0)?;
+    Ok(inl.calls())
+}
+
+/// The types of the main graph's values: declared (the last declaration of a name wins), then
+/// inferred at the model's opset.
+fn main_graph_types(g: &Graph, model_opset: i64) -> BTreeMap<String, onnx_proto::TypeProto> {
+    let proto = g.to_proto();
+    let mut types = BTreeMap::new();
+    for v in proto
+        .input
+        .iter()
+        .chain(&proto.output)
+        .chain(&proto.value_info)
+    {
+        if let (Some(n), Some(t)) = (&v.name, &v.r#type) {
+            types.insert(n.clone(), t.clone());
+        }
     }
-    Ok((out, inl.calls()))
+    let opsets: BTreeMap<String, i64> = [(String::new(), model_opset)].into();
+    if let Ok(inferred) = onnx_schema::infer::infer_graph(&proto, &opsets) {
+        for (n, t) in inferred {
+            types.entry(n).or_insert(t);
+        }
+    }
+    types
 }
 
 /// `expand-bodies`: a conversion's ops the target lacks written as their schema's body, then
@@ -384,46 +387,44 @@ impl super::Pass for ExpandBodies {
 
     fn run(
         &self,
-        model: &mut onnx_ir::Model,
+        model: &mut Model,
         cx: &mut super::PassContext<'_>,
     ) -> Result<super::Changes, crate::Error> {
         let Some((_, target)) = cx.conversion() else {
             return Ok(super::Changes::new());
         };
-        let original = model.to_proto();
-        let (proto, n) =
-            expand_for_target(&original, target).map_err(|msg| crate::Error::Optimize {
-                path: cx.origin.into(),
-                source: onnx_egraph::EGraphError::Unsupported(msg),
-            })?;
-        let infers = |p: &ModelProto| {
+        let mut expanded = model.clone();
+        let n = expand_for_target(&mut expanded, target).map_err(|e| e.into_error(cx.origin))?;
+        if n == 0 {
+            return Ok(super::Changes::new());
+        }
+        let infers = |m: &Model| {
+            let p = m.to_proto();
             let opsets = onnx_schema::infer::opset_imports(&p.opset_import);
             p.graph
                 .as_ref()
                 .is_some_and(|g| onnx_schema::infer::infer_graph(g, &opsets).is_ok())
         };
         // The bodies are used when they pass type inference, or when the model did not either.
-        let bodies_type = infers(&proto) || !infers(&original);
-        if n == 0 || !bodies_type {
+        if !infers(&expanded) && infers(model) {
             return Ok(super::Changes::new());
         }
-        *model = fold_constant_ifs(proto, cx)?;
+        *model = fold_constant_ifs(expanded, cx)?;
         Ok(super::Changes::from([("expanded_bodies", n)]))
     }
 }
 
 /// A model with written-out function bodies, folded at its own opset, with each If of a
-/// constant condition replaced by its branch (at most four rounds).
-fn fold_constant_ifs(
-    mut proto: ModelProto,
-    cx: &super::PassContext<'_>,
-) -> Result<onnx_ir::Model, crate::Error> {
+/// constant condition replaced by its branch (at most four rounds). The splice is still a
+/// protobuf pass (`if_const`): the folded model goes through its protobuf there.
+fn fold_constant_ifs(mut model: Model, cx: &super::PassContext<'_>) -> Result<Model, crate::Error> {
     for _ in 0..4 {
-        let folded = cx.host.fold_only(&cx.to_ir(proto)?, cx.origin)?;
-        proto = folded.to_proto();
-        if super::if_const::splice_constant_ifs(&mut proto) == 0 {
+        let mut proto: ModelProto = cx.host.fold_only(&model, cx.origin)?.to_proto();
+        let spliced = super::if_const::splice_constant_ifs(&mut proto);
+        model = cx.to_ir(proto)?;
+        if spliced == 0 {
             break;
         }
     }
-    cx.to_ir(proto)
+    Ok(model)
 }

@@ -9,37 +9,60 @@
 //! references (`@alpha`: its values are the caller's), a body calling another local function,
 //! a call inside a subgraph, a function not called from the main graph, calls with missing or
 //! untyped inputs, and calls that disagree on element types or ranks.
+//!
+//! On the IR, except where type inference reads protobufs (the main graph's and the bodies')
+//! and where a body is converted: the body goes to the converter as a model of its own through
+//! its protobuf (typed inputs, inferred outputs), and the converted body comes back as a
+//! function through its protobuf (its initializers as Constant nodes).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use onnx_proto::{FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto, ValueInfoProto};
+use onnx_ir::{Function, Graph, Model, Node, OpsetImport, ValueId};
+use onnx_proto::{
+    FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TypeProto, ValueInfoProto,
+};
 
-use crate::passes::inline::{key_of_fn, key_of_node, FnKey};
+use crate::passes::inline::{key_of_fn, key_of_node, FnKey, FunctionError};
 
 /// Whether an attribute (or a subgraph inside it) refers to an attribute of the function.
-fn has_attr_ref(nodes: &[NodeProto]) -> bool {
-    nodes.iter().any(|n| {
-        n.attribute.iter().any(|a| {
-            a.ref_attr_name.as_deref().is_some_and(|r| !r.is_empty())
-                || a.g.iter().chain(&a.graphs).any(|g| has_attr_ref(&g.node))
+fn has_attr_ref(g: &Graph) -> bool {
+    g.nodes_in_order().any(|(_, n)| {
+        n.attributes.iter().any(|a| {
+            a.ref_attr_name().is_some_and(|r| !r.is_empty())
+                || a.value.subgraphs().any(has_attr_ref)
         })
     })
 }
 
-fn has_subgraph_call(g: &GraphProto, funcs: &BTreeMap<FnKey, FunctionProto>) -> bool {
-    let calls_in = |s: &GraphProto| {
-        s.node.iter().any(|m| funcs.contains_key(&key_of_node(m))) || has_subgraph_call(s, funcs)
+fn has_subgraph_call(g: &Graph, funcs: &BTreeMap<FnKey, &Function>) -> bool {
+    let calls_in = |s: &Graph| {
+        s.nodes_in_order()
+            .any(|(_, m)| funcs.contains_key(&key_of_node(m)))
+            || has_subgraph_call(s, funcs)
     };
-    g.node.iter().any(|n| {
-        n.attribute
-            .iter()
-            .any(|a| a.g.iter().chain(&a.graphs).any(calls_in))
-    })
+    g.nodes_in_order().any(|(_, n)| n.subgraphs().any(calls_in))
 }
 
-/// The types of a call's inputs, when all are known.
-fn input_types(n: &NodeProto, types: &BTreeMap<String, TypeProto>) -> Option<Vec<TypeProto>> {
-    n.input.iter().map(|i| types.get(i).cloned()).collect()
+/// The function a protobuf node calls (its id).
+fn key_of_proto_node(n: &NodeProto) -> FnKey {
+    (
+        n.domain.clone().unwrap_or_default(),
+        n.op_type.clone().unwrap_or_default(),
+        n.overload.clone().unwrap_or_default(),
+    )
+}
+
+/// The types of a call's inputs (by name), when all are known.
+fn input_types(inputs: &[String], types: &BTreeMap<String, TypeProto>) -> Option<Vec<TypeProto>> {
+    inputs.iter().map(|i| types.get(i).cloned()).collect()
+}
+
+/// The names of a node's inputs ("" for an absent one).
+fn input_names(g: &Graph, n: &Node) -> Vec<String> {
+    n.inputs
+        .iter()
+        .map(|i| i.map_or(String::new(), |v| g.value(v).name.to_string()))
+        .collect()
 }
 
 fn value_info(name: &str, ty: Option<TypeProto>) -> ValueInfoProto {
@@ -49,7 +72,6 @@ fn value_info(name: &str, ty: Option<TypeProto>) -> ValueInfoProto {
         ..Default::default()
     }
 }
-
 /// The tensor type two calls share: the same element type and rank, each dim kept where they
 /// agree (a graph's inputs need a shape, so calls of other ranks share none).
 fn common_type(a: &TypeProto, b: &TypeProto) -> Option<TypeProto> {
@@ -74,13 +96,11 @@ fn common_type(a: &TypeProto, b: &TypeProto) -> Option<TypeProto> {
 /// bodies infer from the calls' input types (to a fixed point: a call reading another call's
 /// output is typed once that one is).
 fn main_graph_types(
-    model: &ModelProto,
+    graph: &GraphProto,
+    opset_import: &[OperatorSetIdProto],
     funcs: &BTreeMap<FnKey, FunctionProto>,
 ) -> BTreeMap<String, TypeProto> {
-    let Some(graph) = &model.graph else {
-        return BTreeMap::new();
-    };
-    let opsets = onnx_schema::infer::opset_imports(&model.opset_import);
+    let opsets = onnx_schema::infer::opset_imports(opset_import);
     let mut known: BTreeMap<String, TypeProto> = BTreeMap::new();
     for v in graph
         .input
@@ -95,7 +115,7 @@ fn main_graph_types(
     for _ in 0..=graph.node.len() {
         // Inference sees the known types as extra graph inputs.
         let mut seeded = graph.clone();
-        let declared: std::collections::BTreeSet<&str> = graph
+        let declared: BTreeSet<&str> = graph
             .input
             .iter()
             .filter_map(|v| v.name.as_deref())
@@ -112,7 +132,7 @@ fn main_graph_types(
         }
         let mut grew = false;
         for n in &graph.node {
-            let Some(f) = funcs.get(&key_of_node(n)) else {
+            let Some(f) = funcs.get(&key_of_proto_node(n)) else {
                 continue;
             };
             if n.output
@@ -121,7 +141,7 @@ fn main_graph_types(
             {
                 continue;
             }
-            let Some(types) = input_types(n, &known) else {
+            let Some(types) = input_types(&n.input, &known) else {
                 continue;
             };
             let body = body_graph(f, &types);
@@ -172,39 +192,52 @@ pub struct InPlace {
 /// `convert` (a model of one graph in, the converted model out), and types the calls' outputs
 /// in the main graph (so the graph around the calls converts too). `Ok(None)`: the functions
 /// cannot be converted in place (see the module documentation); the caller inlines them.
-pub fn convert_in_place(
-    model: &ModelProto,
+pub(crate) fn convert_in_place(
+    model: &Model,
     target: i64,
-    convert: &dyn Fn(&ModelProto) -> Result<ModelProto, String>,
-) -> Result<Option<(ModelProto, InPlace)>, String> {
-    let funcs: BTreeMap<FnKey, FunctionProto> = model
-        .functions
-        .iter()
-        .map(|f| (key_of_fn(f), f.clone()))
-        .collect();
-    let Some(graph) = &model.graph else {
+    convert: &dyn Fn(&Model) -> Result<Model, crate::Error>,
+) -> Result<Option<(Model, InPlace)>, FunctionError> {
+    let funcs: BTreeMap<FnKey, &Function> =
+        model.functions.iter().map(|f| (key_of_fn(f), f)).collect();
+    let graph = &model.graph;
+    // A model without a graph (as its protobuf writes it).
+    if !model.has_graph && *graph == Graph::default() {
         return Ok(None);
-    };
+    }
     if funcs.is_empty() || has_subgraph_call(graph, &funcs) {
         return Ok(None);
     }
     for f in funcs.values() {
-        if has_attr_ref(&f.node) || f.node.iter().any(|n| funcs.contains_key(&key_of_node(n))) {
+        if has_attr_ref(&f.body)
+            || f.body
+                .nodes_in_order()
+                .any(|(_, n)| funcs.contains_key(&key_of_node(n)))
+        {
             return Ok(None);
         }
     }
-    let types = main_graph_types(model, &funcs);
+    // Type inference reads protobufs: the main graph's and the bodies'.
+    let protos: BTreeMap<FnKey, FunctionProto> = funcs
+        .iter()
+        .map(|(k, f)| (k.clone(), f.to_proto()))
+        .collect();
+    let opset_import: Vec<OperatorSetIdProto> = model
+        .opset_imports
+        .iter()
+        .map(OpsetImport::to_proto)
+        .collect();
+    let types = main_graph_types(&graph.to_proto(), &opset_import, &protos);
     // Each function's input types, from its calls.
     let mut typing: BTreeMap<FnKey, Vec<TypeProto>> = BTreeMap::new();
-    for n in &graph.node {
+    for (_, n) in graph.nodes_in_order() {
         let key = key_of_node(n);
         let Some(f) = funcs.get(&key) else {
             continue;
         };
-        if n.input.len() != f.input.len() || n.input.iter().any(|i| i.is_empty()) {
+        if n.inputs.len() != f.body.inputs.len() || n.inputs.iter().any(Option::is_none) {
             return Ok(None);
         }
-        let Some(here) = input_types(n, &types) else {
+        let Some(here) = input_types(&input_names(graph, n), &types) else {
             return Ok(None);
         };
         match typing.get_mut(&key) {
@@ -231,36 +264,42 @@ pub fn convert_in_place(
         let Some(input_types) = typing.get(&key) else {
             return Ok(None);
         };
-        let name = f.name.clone().unwrap_or_default();
-        let opsets = onnx_schema::infer::opset_imports(&f.opset_import);
+        let mut fp = f.to_proto();
+        let function = fp.name.clone().unwrap_or_default();
+        let opsets = onnx_schema::infer::opset_imports(&fp.opset_import);
         match opsets.get("") {
             Some(&v) if v != target => {}
             // A body without default-domain ops, or already at the target: kept.
             _ => continue,
         }
-        let mut body = body_graph(f, input_types);
+        let mut body = body_graph(&fp, input_types);
         let inferred = onnx_schema::infer::infer_graph(&body, &opsets).unwrap_or_default();
         for o in body.output.iter_mut() {
             o.r#type = o.name.as_ref().and_then(|n| inferred.get(n)).cloned();
         }
         let unit = ModelProto {
             ir_version: model.ir_version,
-            opset_import: f.opset_import.clone(),
+            opset_import: fp.opset_import.clone(),
             graph: Some(body),
             ..Default::default()
         };
-        let converted = convert(&unit).map_err(|e| format!("local function '{name}': {e}"))?;
-        let g = converted.graph.unwrap_or_default();
-        let ins: Vec<&str> = g.input.iter().filter_map(|v| v.name.as_deref()).collect();
-        let outs: Vec<&str> = g.output.iter().filter_map(|v| v.name.as_deref()).collect();
-        if ins != f.input.iter().map(String::as_str).collect::<Vec<_>>()
-            || outs != f.output.iter().map(String::as_str).collect::<Vec<_>>()
-        {
-            return Err(format!(
-                "local function '{name}': its converted body does not keep the signature"
-            ));
+        let unit = Model::from_proto(unit).map_err(|source| FunctionError::Body {
+            function: function.clone(),
+            source,
+        })?;
+        let converted = convert(&unit).map_err(|source| FunctionError::Convert {
+            function: function.clone(),
+            source: Box::new(source),
+        })?;
+        let g = &converted.graph;
+        let names = |ids: &[ValueId]| -> Vec<String> {
+            ids.iter().map(|&v| g.value(v).name.to_string()).collect()
+        };
+        if names(&g.inputs) != fp.input || names(&g.outputs) != fp.output {
+            return Err(FunctionError::SignatureChanged { function });
         }
         // A function has no initializers: the body's constants become Constant nodes.
+        let g = g.to_proto();
         let mut nodes: Vec<NodeProto> = g
             .initializer
             .iter()
@@ -276,54 +315,64 @@ pub fn convert_in_place(
                 ..Default::default()
             })
             .collect();
-        nodes.extend(g.node.iter().cloned());
-        f.node = nodes;
-        let kept: std::collections::BTreeSet<&str> = f
+        nodes.extend(g.node);
+        fp.node = nodes;
+        let kept: BTreeSet<&str> = fp
             .node
             .iter()
             .flat_map(|n| n.output.iter().map(String::as_str))
             .collect();
-        f.value_info
-            .retain(|v| v.name.as_deref().is_some_and(|n| kept.contains(n)));
+        let value_info = std::mem::take(&mut fp.value_info);
+        fp.value_info = value_info
+            .into_iter()
+            .filter(|v| v.name.as_deref().is_some_and(|n| kept.contains(n)))
+            .collect();
         // The imports follow the converted body: the default domain at the target, and any
         // domain the conversion introduced.
-        for o in &converted.opset_import {
+        for o in converted.opset_imports.iter().map(OpsetImport::to_proto) {
             let d = onnx_schema::normalize_domain(o.domain.as_deref().unwrap_or(""));
-            match f
+            match fp
                 .opset_import
                 .iter_mut()
                 .find(|p| onnx_schema::normalize_domain(p.domain.as_deref().unwrap_or("")) == d)
             {
                 Some(p) => p.version = o.version,
-                None => f.opset_import.push(o.clone()),
+                None => fp.opset_import.push(o),
             }
         }
+        *f = Function::from_proto(fp).map_err(|source| FunctionError::Body {
+            function: function.clone(),
+            source,
+        })?;
         done.functions += 1;
     }
     // The calls' outputs typed where the graph does not declare them (each by its own call's
     // input types).
-    if let Some(g) = out.graph.as_mut() {
-        let mut declared: std::collections::BTreeSet<String> = g
-            .input
-            .iter()
-            .chain(&g.output)
-            .chain(&g.value_info)
-            .filter_map(|v| v.name.clone())
-            .collect();
-        let mut extra = Vec::new();
-        for n in &g.node {
-            if !funcs.contains_key(&key_of_node(n)) {
-                continue;
-            }
-            for o in &n.output {
-                if let Some(t) = types.get(o) {
-                    if !o.is_empty() && declared.insert(o.clone()) {
-                        extra.push(value_info(o, Some(t.clone())));
-                    }
+    let g = &mut out.graph;
+    let mut declared: BTreeSet<String> = g
+        .inputs
+        .iter()
+        .chain(&g.outputs)
+        .chain(&g.value_info)
+        .map(|&v| g.value(v).name.to_string())
+        .collect();
+    let mut extra = Vec::new();
+    for (_, n) in g.nodes_in_order() {
+        if !funcs.contains_key(&key_of_node(n)) {
+            continue;
+        }
+        for &o in n.outputs.iter().flatten() {
+            let name = g.value(o).name.to_string();
+            if let Some(t) = types.get(&name) {
+                if declared.insert(name) {
+                    extra.push((o, t.clone()));
                 }
             }
         }
-        g.value_info.extend(extra);
+    }
+    for (o, t) in extra {
+        g.value_mut(o).ty = Some(t);
+        g.value_info.push(o);
     }
     Ok(Some((out, done)))
 }
@@ -347,7 +396,7 @@ impl super::Pass for ConvertFunctions {
 
     fn run(
         &self,
-        model: &mut onnx_ir::Model,
+        model: &mut Model,
         cx: &mut super::PassContext<'_>,
     ) -> Result<super::Changes, crate::Error> {
         let Some((_, target)) = cx.conversion() else {
@@ -356,37 +405,19 @@ impl super::Pass for ConvertFunctions {
         if model.functions.is_empty() {
             return Ok(super::Changes::new());
         }
-        let unsupported = |msg: String| crate::Error::Optimize {
-            path: cx.origin.into(),
-            source: onnx_egraph::EGraphError::Unsupported(msg),
-        };
-        let current = model.to_proto();
         let host = cx.host;
-        let unit = |m: &ModelProto| -> Result<ModelProto, String> {
-            let m = onnx_ir::Model::from_proto(m.clone()).map_err(|e| e.to_string())?;
-            let done = host.convert_unit(target, &m).map_err(|e| {
-                let mut msg = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(x) = src {
-                    msg.push_str(&format!(": {x}"));
-                    src = x.source();
-                }
-                msg
-            })?;
-            Ok(done.to_proto())
-        };
-        match convert_in_place(&current, target, &unit).map_err(unsupported)? {
-            Some((proto, done)) => {
-                *model = cx.to_ir(proto)?;
+        let unit = |m: &Model| host.convert_unit(target, m);
+        match convert_in_place(model, target, &unit).map_err(|e| e.into_error(cx.origin))? {
+            Some((out, done)) => {
+                *model = out;
                 Ok(super::Changes::from([(
                     "functions_converted",
                     done.functions,
                 )]))
             }
             None => {
-                let (proto, done) =
-                    super::inline::inline_local_functions(&current).map_err(unsupported)?;
-                *model = cx.to_ir(proto)?;
+                let done = super::inline::inline_local_functions(model)
+                    .map_err(|e| e.into_error(cx.origin))?;
                 Ok(super::Changes::from([
                     ("inlined_calls", done.calls),
                     ("inlined_functions", done.functions),

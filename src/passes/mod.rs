@@ -27,8 +27,10 @@
 //! builder (`crate::optimizer`), which implements [`PassHost`] and lends it to the passes
 //! through a [`PassContext`]: no pass imports the optimizer.
 //!
-//! The proto passes still convert the IR to the protobuf and back inside `run` (the driver no
-//! longer does so between passes): porting them onto the IR is the next step.
+//! `expand-bodies` and `convert-functions` work on the IR (an edited graph is renumbered into
+//! the layout its protobuf imports to: [`renumber`]); `splice-constant-ifs` and the sibling
+//! merges still convert the IR to the protobuf and back inside `run` (the driver no longer does
+//! so between passes): porting them onto the IR is the next step.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -42,6 +44,7 @@ pub(crate) mod expand;
 pub(crate) mod functions;
 pub(crate) mod if_const;
 pub(crate) mod inline;
+mod renumber;
 pub(crate) mod saturate;
 pub(crate) mod sibling_conv;
 pub(crate) mod sibling_matmul;
