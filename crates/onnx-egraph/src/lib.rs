@@ -40,11 +40,22 @@
 //!     .unwrap(),
 //! )
 //! .unwrap();
-//! let text = "# transposes\n\n# Transpose(Transpose(x, q), p) == Transpose(x, compose(q, p))\n\
-//!             rule tt [exact]:\n  Transpose<perm: p>(Transpose<perm: q>(x)) => Transpose<perm: compose(q, p)>(x)\n\n\
-//!             # an identity perm\nrule ti [exact]:\n  Transpose<perm: p>(x) => x\n  where is_identity(p)\n";
+//! // A file header, then two rules, each with its identity on a `#` line above it.
+//! let text = [
+//!     "# transposes",
+//!     "",
+//!     "# Transpose(Transpose(x, q), p) == Transpose(x, compose(q, p))",
+//!     "rule tt [exact]:",
+//!     "  Transpose<perm: p>(Transpose<perm: q>(x)) => Transpose<perm: compose(q, p)>(x)",
+//!     "",
+//!     "# Transpose(x, identity) == x",
+//!     "rule ti [exact]:",
+//!     "  Transpose<perm: p>(x) => x",
+//!     "  where is_identity(p)",
+//! ]
+//! .join("\n");
 //! let mut rules = RuleSet::new();
-//! rules.add_file(onnx_rules::parse_rules("t.rules", text, &Default::default()).unwrap());
+//! rules.add_file(onnx_rules::parse_rules("t.rules", &text, &Default::default()).unwrap());
 //! let options = RewriteOptions {
 //!     phases: vec![Phase::new("transposes", Arc::new(rules))],
 //!     ..Default::default()
