@@ -42,6 +42,8 @@ pub(crate) mod expand;
 pub(crate) mod functions;
 pub(crate) mod if_const;
 pub(crate) mod inline;
+pub(crate) mod names;
+pub(crate) mod normal_form;
 pub(crate) mod saturate;
 pub(crate) mod sibling_conv;
 pub(crate) mod sibling_matmul;
