@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use onnx_ir::{Function, Graph, Model, Name, Node};
-use onnx_proto::{AttributeProto, FunctionProto, ModelProto};
+use onnx_proto::{AttributeProto, FunctionProto};
 
 use crate::passes::inline::{version_in, FnKey, FunctionError, Inliner};
 
@@ -415,14 +415,12 @@ impl super::Pass for ExpandBodies {
 }
 
 /// A model with written-out function bodies, folded at its own opset, with each If of a
-/// constant condition replaced by its branch (at most four rounds). The splice is still a
-/// protobuf pass (`if_const`): the folded model goes through its protobuf there.
+/// constant condition replaced by its branch (at most four rounds), left in normal form.
 fn fold_constant_ifs(mut model: Model, cx: &super::PassContext<'_>) -> Result<Model, crate::Error> {
     for _ in 0..4 {
-        let mut proto: ModelProto = cx.host.fold_only(&model, cx.origin)?.to_proto();
-        let spliced = super::if_const::splice_constant_ifs(&mut proto);
-        model = cx.to_ir(proto)?;
-        if spliced == 0 {
+        model = cx.host.fold_only(&model, cx.origin)?;
+        if super::if_const::splice_constant_ifs(&mut model) == 0 {
+            super::normal_form::normalize(&mut model);
             break;
         }
     }

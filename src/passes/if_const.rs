@@ -11,77 +11,88 @@
 //! metadata (they have no place in the enclosing graph), when it holds a random op without a seed
 //! (its stream is keyed by a name splicing may change), or when the condition is not a one-element bool
 //! tensor defined in the same graph (an initializer or a `Constant` with a `value` tensor).
+//!
+//! The splice edits the IR; a model it changed is brought to normal form (`normal_form.rs`), the
+//! arenas a fresh import of its protobuf would give, so what runs after sees what it saw when
+//! this pass ran on the protobuf.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use onnx_proto::{attribute_proto, tensor_proto, GraphProto, ModelProto, NodeProto, TensorProto};
+use onnx_ir::onnx_proto::{attribute_proto, tensor_proto, TensorProto};
+use onnx_ir::{AttributeValue, Graph, InfoList, InfoOverride, Model, Name, Node, NodeId, ValueId};
 
-/// Splices the taken branch of every If with a constant condition, in every graph of `model`.
-/// Returns how many If nodes went.
-pub fn splice_constant_ifs(model: &mut ModelProto) -> usize {
-    let Some(graph) = model.graph.as_mut() else {
-        return 0;
-    };
+use super::names::{collect_names, value_name};
+
+/// Splices the taken branch of every If with a constant condition, in every graph of the main
+/// graph. Returns how many If nodes went; a model that changed is left in normal form.
+pub(crate) fn splice_constant_ifs(model: &mut Model) -> usize {
     let mut names = BTreeSet::new();
-    crate::passes::inline::collect_names(graph, &mut names);
-    splice_in(graph, &mut names)
+    collect_names(&model.graph, &mut names);
+    let n = splice_in(&mut model.graph, &mut names);
+    if n > 0 {
+        super::normal_form::normalize(model);
+    }
+    n
 }
 
-fn splice_in(g: &mut GraphProto, names: &mut BTreeSet<String>) -> usize {
+fn splice_in(g: &mut Graph, names: &mut BTreeSet<Name>) -> usize {
     let mut count = 0;
     // Subgraphs first: a spliced inner If may leave an outer branch simpler.
-    for n in g.node.iter_mut() {
-        for a in n.attribute.iter_mut() {
-            for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+    for k in 0..g.order.len() {
+        let Some(n) = g.nodes.get_mut(g.order[k].index()) else {
+            continue;
+        };
+        for a in n.attributes.iter_mut() {
+            for sub in a.value.subgraphs_mut() {
                 count += splice_in(sub, names);
             }
         }
     }
     loop {
         let consts = constants(g);
-        let Some((at, branch)) = g.node.iter().enumerate().find_map(|(i, n)| {
-            let b = taken_branch(n, &consts)?;
-            Some((i, b))
-        }) else {
+        let Some((at, branch)) = g
+            .nodes_in_order()
+            .enumerate()
+            .find_map(|(at, (_, n))| Some((at, taken_branch(g, n, &consts)?)))
+        else {
             return count;
         };
-        let node = g.node.remove(at);
-        let (nodes, inits, infos) = rename_apart(branch, &node, names);
-        let tail = g.node.split_off(at);
-        g.node.extend(nodes);
-        g.node.extend(tail);
-        g.initializer.extend(inits);
-        g.value_info.extend(infos);
+        splice(g, at, branch, names);
         count += 1;
     }
 }
 
 /// One-element bool tensors defined in `g` by an initializer or a `Constant` node's `value`.
-fn constants(g: &GraphProto) -> BTreeMap<String, bool> {
+fn constants(g: &Graph) -> BTreeMap<Name, bool> {
     let mut out = BTreeMap::new();
-    for t in &g.initializer {
-        if let (Some(name), Some(b)) = (&t.name, bool_scalar(t)) {
-            out.insert(name.clone(), b);
+    for &id in &g.initializers {
+        let Some(v) = g.get_value(id) else { continue };
+        if let (false, Some(b)) = (
+            v.name.is_empty(),
+            v.initializer.as_ref().and_then(bool_scalar),
+        ) {
+            out.insert(v.name.clone(), b);
         }
     }
     // An initializer that is also a graph input can be overridden: not a constant.
-    for i in &g.input {
-        if let Some(name) = &i.name {
-            out.remove(name);
-        }
+    for &id in &g.inputs {
+        out.remove(&value_name(g, id));
     }
-    for n in &g.node {
-        let is_constant = n.op_type.as_deref() == Some("Constant")
-            && matches!(n.domain.as_deref(), None | Some("") | Some("ai.onnx"));
-        if !is_constant || n.output.len() != 1 {
+    for (_, n) in g.nodes_in_order() {
+        if n.op_type != "Constant" || !n.is_onnx_domain() || n.outputs.len() != 1 {
             continue;
         }
-        let value = n.attribute.iter().find(|a| {
-            a.name.as_deref() == Some("value")
-                && a.r#type == Some(attribute_proto::AttributeType::Tensor as i32)
+        let value = n.attributes.iter().find_map(|a| {
+            let fields = a.fields()?;
+            (&*a.name == "value"
+                && fields.r#type == Some(attribute_proto::AttributeType::Tensor as i32))
+            .then_some(fields)
         });
-        if let Some(b) = value.and_then(|a| a.t.as_ref()).and_then(bool_scalar) {
-            out.insert(n.output[0].clone(), b);
+        let Some(b) = value.and_then(|a| a.t.as_ref()).and_then(bool_scalar) else {
+            continue;
+        };
+        if let Some(id) = n.outputs[0] {
+            out.insert(value_name(g, id), b);
         }
     }
     out
@@ -101,37 +112,33 @@ fn bool_scalar(t: &TensorProto) -> Option<bool> {
     }
 }
 
-/// The branch an If with a constant condition takes (cloned), when it can be spliced.
-fn taken_branch(n: &NodeProto, consts: &BTreeMap<String, bool>) -> Option<GraphProto> {
-    if n.op_type.as_deref() != Some("If")
-        || !matches!(n.domain.as_deref(), None | Some("") | Some("ai.onnx"))
-    {
+/// The attribute holding the branch an If with a constant condition takes, when it can be
+/// spliced.
+fn taken_branch(g: &Graph, n: &Node, consts: &BTreeMap<Name, bool>) -> Option<usize> {
+    if n.op_type != "If" || !n.is_onnx_domain() {
         return None;
     }
-    let cond = *consts.get(n.input.first()?)?;
+    let cond = *consts.get(&value_name(g, (*n.inputs.first()?)?))?;
     let key = if cond { "then_branch" } else { "else_branch" };
-    let branch = n
-        .attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(key))?
-        .g
-        .clone()?;
-    (branch.output.len() == n.output.len()
-        && branch.sparse_initializer.is_empty()
+    let at = n.attributes.iter().position(|a| &*a.name == key)?;
+    let AttributeValue::Graph(branch) = &n.attributes[at].value else {
+        return None;
+    };
+    (branch.outputs.len() == n.outputs.len()
+        && branch.sparse_initializers.is_empty()
         && branch.quantization_annotation.is_empty()
         && branch.metadata_props.is_empty()
-        && !has_unseeded_random(&branch))
-    .then_some(branch)
+        && !has_unseeded_random(branch))
+    .then_some(at)
 }
 
 /// Whether a graph (or a subgraph in it) holds a random op without a seed: its stream is keyed
 /// by its output's name, which splicing may change, so the check could not compare. Dropout
 /// draws nothing at inference.
-fn has_unseeded_random(g: &GraphProto) -> bool {
-    g.node.iter().any(|n| {
-        let op = n.op_type.as_deref().unwrap_or("");
-        let default_domain = matches!(n.domain.as_deref(), None | Some("") | Some("ai.onnx"));
-        let random = default_domain
+fn has_unseeded_random(g: &Graph) -> bool {
+    g.nodes_in_order().any(|(_, n)| {
+        let op = n.op_type.as_str();
+        let random = n.is_onnx_domain()
             && op != "Dropout"
             && onnx_schema::registry().versions("", op).iter().any(|s| {
                 // If, Loop and Scan are marked so for their bodies, which are read below.
@@ -144,35 +151,115 @@ fn has_unseeded_random(g: &GraphProto) -> bool {
                 });
                 s.node_determinism == onnx_schema::NodeDeterminism::NonDeterministic && !has_body
             });
-        let seeded = n
-            .attribute
-            .iter()
-            .any(|a| a.name.as_deref() == Some("seed"));
-        (random && !seeded)
-            || n.attribute.iter().any(|a| {
-                a.g.as_ref().is_some_and(has_unseeded_random)
-                    || a.graphs.iter().any(has_unseeded_random)
-            })
+        let seeded = n.attribute("seed").is_some();
+        (random && !seeded) || n.subgraphs().any(has_unseeded_random)
     })
 }
 
-/// The branch's nodes (with an Identity per If output), initializers and value_info, every name
-/// it defines that `names` holds renamed to a fresh one (recorded in `names`).
-fn rename_apart(
-    mut b: GraphProto,
-    node: &NodeProto,
-    names: &mut BTreeSet<String>,
-) -> (
-    Vec<NodeProto>,
-    Vec<TensorProto>,
-    Vec<onnx_proto::ValueInfoProto>,
-) {
-    let mut defined: Vec<String> = b
-        .initializer
-        .iter()
-        .filter_map(|t| t.name.clone())
-        .collect();
-    defined.extend(b.node.iter().flat_map(|n| n.output.iter().cloned()));
+/// Replaces the If at position `at` of `g`'s order by the branch its attribute `branch` holds:
+/// the branch's nodes (then an Identity per If output), initializers and value_info, every name
+/// the branch defines renamed to a fresh one (recorded in `names`). Reads of names the branch
+/// does not define keep their names; normal form resolves them in `g`.
+fn splice(g: &mut Graph, at: usize, branch: usize, names: &mut BTreeSet<Name>) {
+    let if_id = g.order[at];
+    let if_node = g.node_mut(if_id);
+    let AttributeValue::Graph(b) = std::mem::take(&mut if_node.attributes[branch].value) else {
+        return;
+    };
+    let mut b = *b;
+    let if_name = if_node.name.clone();
+    let if_outputs = if_node.outputs.clone();
+    rename_apart(&mut b, names);
+    let mut mover = Mover {
+        moved: vec![None; b.values.len()],
+        values: std::mem::take(&mut b.values),
+    };
+    let mut spliced: Vec<NodeId> = Vec::new();
+    let order = std::mem::take(&mut b.order);
+    for id in order {
+        let Some(node) = b.nodes.get_mut(id.index()) else {
+            continue;
+        };
+        let mut node = std::mem::take(node);
+        for slot in node.inputs.iter_mut().chain(node.outputs.iter_mut()) {
+            *slot = slot.map(|v| mover.move_to(g, v));
+        }
+        spliced.push(push_node(g, node));
+    }
+    let if_label = if_name.as_deref().unwrap_or("If").to_string();
+    for (&out, if_out) in b.outputs.iter().zip(if_outputs) {
+        let Some(if_out) = if_out.filter(|&v| !value_name(g, v).is_empty()) else {
+            continue;
+        };
+        let input = mover.move_to(g, out);
+        let mut identity = Node::new("Identity", vec![Some(input)], vec![Some(if_out)]);
+        identity.name = Some(Name::from(format!("{if_label}/{}", value_name(g, if_out))));
+        spliced.push(push_node(g, identity));
+    }
+    for &id in &b.initializers {
+        let v = mover.move_to(g, id);
+        g.initializers.push(v);
+    }
+    let first_info = g.value_info.len();
+    for (i, &id) in b.value_info.iter().enumerate() {
+        let v = mover.move_to(g, id);
+        g.value_info.push(v);
+        if let Some(o) = b.info_overrides.get(&(InfoList::ValueInfo, i)) {
+            if o.value == id {
+                let proto = o.proto.clone();
+                let slot = (InfoList::ValueInfo, first_info + i);
+                g.info_overrides
+                    .insert(slot, InfoOverride { value: v, proto });
+            }
+        }
+    }
+    g.order.splice(at..=at, spliced);
+}
+
+/// The branch's values, moved into the enclosing graph as they are first met.
+struct Mover {
+    values: Vec<onnx_ir::Value>,
+    moved: Vec<Option<ValueId>>,
+}
+
+impl Mover {
+    /// The value in `g` that the branch's value `id` became.
+    fn move_to(&mut self, g: &mut Graph, id: ValueId) -> ValueId {
+        if let Some(Some(v)) = self.moved.get(id.index()) {
+            return *v;
+        }
+        let Some(value) = self.values.get_mut(id.index()) else {
+            let name = format!("<invalid value {}>", id.0);
+            return g.add_value(onnx_ir::Value::new(name));
+        };
+        let mut value = std::mem::take(value);
+        value.producer = None;
+        value.is_outer = false;
+        let v = g.add_value(value);
+        self.moved[id.index()] = Some(v);
+        v
+    }
+}
+
+/// Adds a node to `g`'s arena (not to its order), the producer of its outputs.
+fn push_node(g: &mut Graph, node: Node) -> NodeId {
+    let id = NodeId(g.nodes.len() as u32);
+    for (position, out) in node.outputs.iter().enumerate() {
+        if let Some(v) = out.and_then(|v| g.values.get_mut(v.index())) {
+            v.producer = Some((id, position));
+        }
+    }
+    g.nodes.push(node);
+    id
+}
+
+/// Renames every name the branch defines (initializers, node outputs) to a fresh one (recorded
+/// in `names`), in the branch and the subgraphs below it, which may read it.
+fn rename_apart(b: &mut Graph, names: &mut BTreeSet<Name>) {
+    let mut defined: Vec<Name> = b.initializers.iter().map(|&id| value_name(b, id)).collect();
+    for (_, n) in b.nodes_in_order() {
+        defined.extend(n.outputs.iter().flatten().map(|&id| value_name(b, id)));
+    }
     let mut map = BTreeMap::new();
     for d in defined.into_iter().filter(|d| !d.is_empty()) {
         // Every name the branch defines is already in `names` (collected over the whole model,
@@ -181,55 +268,35 @@ fn rename_apart(
         let mut k = 1;
         let fresh = loop {
             let f = format!("{d}_if{k}");
-            if !names.contains(&f) {
-                break f;
+            if !names.contains(f.as_str()) {
+                break Name::from(f);
             }
             k += 1;
         };
         names.insert(fresh.clone());
         map.insert(d, fresh);
     }
-    rename_graph(&mut b, &map);
-    let mut nodes = b.node;
-    for (out, if_out) in b.output.iter().zip(&node.output) {
-        if if_out.is_empty() {
-            continue;
-        }
-        let name = node.name.as_deref().unwrap_or("If");
-        nodes.push(NodeProto {
-            input: vec![out.name.clone().unwrap_or_default()],
-            output: vec![if_out.clone()],
-            name: Some(format!("{name}/{if_out}")),
-            op_type: Some("Identity".into()),
-            ..Default::default()
-        });
-    }
-    (nodes, b.initializer, b.value_info)
+    rename_graph(b, &map, true);
 }
 
-/// Renames, in `g` and every subgraph below it, each use and definition of a name in `map`.
-fn rename_graph(g: &mut GraphProto, map: &BTreeMap<String, String>) {
-    let re = |s: &mut String| {
-        if let Some(n) = map.get(s.as_str()) {
-            *s = n.clone();
-        }
+/// Renames, in `g` and every subgraph below it, each value whose name is in `map` (a subgraph's
+/// own inputs keep theirs: they are not the branch's names).
+fn rename_graph(g: &mut Graph, map: &BTreeMap<Name, Name>, top: bool) {
+    let inputs: BTreeSet<ValueId> = match top {
+        true => BTreeSet::new(),
+        false => g.inputs.iter().copied().collect(),
     };
-    for t in g.initializer.iter_mut() {
-        if let Some(name) = t.name.as_mut() {
-            re(name);
+    for (k, v) in g.values.iter_mut().enumerate() {
+        if let Some(new) = map.get(&v.name) {
+            if !inputs.contains(&ValueId(k as u32)) {
+                v.name = new.clone();
+            }
         }
     }
-    for v in g.output.iter_mut().chain(g.value_info.iter_mut()) {
-        if let Some(name) = v.name.as_mut() {
-            re(name);
-        }
-    }
-    for n in g.node.iter_mut() {
-        n.input.iter_mut().for_each(re);
-        n.output.iter_mut().for_each(re);
-        for a in n.attribute.iter_mut() {
-            for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
-                rename_graph(sub, map);
+    for n in g.nodes.iter_mut() {
+        for a in n.attributes.iter_mut() {
+            for sub in a.value.subgraphs_mut() {
+                rename_graph(sub, map, false);
             }
         }
     }
@@ -251,7 +318,7 @@ impl super::Pass for SpliceConstantIfs {
 
     fn run(
         &self,
-        model: &mut onnx_ir::Model,
+        model: &mut Model,
         cx: &mut super::PassContext<'_>,
     ) -> Result<super::Changes, crate::Error> {
         let (mut spliced, mut fired) = (0, 0);
@@ -259,15 +326,13 @@ impl super::Pass for SpliceConstantIfs {
             if !has_if(&model.graph) {
                 break;
             }
-            let mut p = model.to_proto();
-            let n = splice_constant_ifs(&mut p);
+            let n = splice_constant_ifs(model);
             if n == 0 {
                 break;
             }
             spliced += n;
-            let m = cx.to_ir(p)?;
             let phases = cx.phases;
-            let (out, n) = cx.saturate(&m, phases)?;
+            let (out, n) = cx.saturate(model, phases)?;
             *model = out;
             fired += n;
         }
@@ -279,7 +344,7 @@ impl super::Pass for SpliceConstantIfs {
 }
 
 /// Whether a graph or one of its subgraphs has an If node.
-fn has_if(g: &onnx_ir::Graph) -> bool {
+fn has_if(g: &Graph) -> bool {
     g.nodes_in_order()
         .any(|(_, n)| n.op_type.as_str() == "If" || n.subgraphs().any(has_if))
 }
@@ -288,17 +353,15 @@ fn has_if(g: &onnx_ir::Graph) -> bool {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> ModelProto {
-        onnx_text::parse_model(text).expect("test model parses")
+    fn parse(text: &str) -> Model {
+        Model::from_proto(onnx_text::parse_model(text).expect("test model parses"))
+            .expect("imports")
     }
 
-    fn ops(m: &ModelProto) -> Vec<String> {
+    fn ops(m: &Model) -> Vec<String> {
         m.graph
-            .as_ref()
-            .unwrap()
-            .node
-            .iter()
-            .map(|n| n.op_type.clone().unwrap_or_default())
+            .nodes_in_order()
+            .map(|(_, n)| n.op_type.to_string())
             .collect()
     }
 
@@ -313,7 +376,8 @@ g (float[2] x) => (float[2] y) <bool c = {0}> {
         let mut m = parse(FALSE_COND);
         assert_eq!(splice_constant_ifs(&mut m), 1);
         assert_eq!(ops(&m), ["Neg", "Identity"]);
-        let g = m.graph.as_ref().unwrap();
+        let p = m.to_proto();
+        let g = p.graph.as_ref().unwrap();
         assert_eq!(g.node[1].output, ["y"]);
         assert_eq!(g.node[0].output, g.node[1].input);
     }
@@ -324,6 +388,14 @@ g (float[2] x) => (float[2] y) <bool c = {0}> {
         let mut m = parse(&text);
         assert_eq!(splice_constant_ifs(&mut m), 0);
         assert_eq!(ops(&m), ["If"]);
+    }
+
+    #[test]
+    fn a_spliced_model_is_what_a_fresh_import_gives() {
+        let mut m = parse(FALSE_COND);
+        assert_eq!(splice_constant_ifs(&mut m), 1);
+        let fresh = Model::from_proto(m.to_proto()).expect("imports");
+        assert_eq!(m, fresh);
     }
 
     #[test]

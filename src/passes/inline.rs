@@ -23,7 +23,7 @@ use onnx_ir::{
 };
 
 use super::renumber::renumber;
-use onnx_proto::{AttributeProto, GraphProto};
+use onnx_proto::AttributeProto;
 
 /// What inlining did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -249,27 +249,6 @@ fn all_nodes<'a>(g: &'a Graph, out: &mut Vec<&'a Node>) {
         out.push(n);
         for sub in n.subgraphs() {
             all_nodes(sub, out);
-        }
-    }
-}
-
-/// Every value name a graph declares, initializes or a node reads or writes (subgraphs
-/// included), the protobuf's (kept for the protobuf passes, `if_const` and the sibling
-/// merges).
-pub(crate) fn collect_names(g: &GraphProto, out: &mut BTreeSet<String>) {
-    for v in g.input.iter().chain(&g.output).chain(&g.value_info) {
-        out.insert(v.name.clone().unwrap_or_default());
-    }
-    for t in &g.initializer {
-        out.insert(t.name.clone().unwrap_or_default());
-    }
-    for n in &g.node {
-        out.extend(n.input.iter().cloned());
-        out.extend(n.output.iter().cloned());
-        for a in &n.attribute {
-            for sub in a.g.iter().chain(&a.graphs) {
-                collect_names(sub, out);
-            }
         }
     }
 }

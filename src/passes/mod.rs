@@ -27,10 +27,14 @@
 //! builder (`crate::optimizer`), which implements [`PassHost`] and lends it to the passes
 //! through a [`PassContext`]: no pass imports the optimizer.
 //!
-//! `expand-bodies` and `convert-functions` work on the IR (an edited graph is renumbered into
-//! the layout its protobuf imports to: [`renumber`]); `splice-constant-ifs` and the sibling
-//! merges still convert the IR to the protobuf and back inside `run` (the driver no longer does
-//! so between passes): porting them onto the IR is the next step.
+//! Every pass works on the IR; no model goes to its protobuf and back between or inside passes.
+//! The e-graph's lift reads the arenas, not only what export writes, so a pass that edited a
+//! model leaves it in the layout a fresh import of its protobuf gives: the inliner renumbers each
+//! graph it changed ([`renumber`], by handle), the other passes bring the model to normal form
+//! ([`normal_form`], by name). What is still read through a protobuf: type inference
+//! (`onnx_schema::infer` takes a `GraphProto`, so `expand-bodies`, `convert-functions` and
+//! `merge-sibling-convs` export a graph to infer its types), and `convert-functions` hands each
+//! function body to the converter as a small model of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -44,6 +48,8 @@ pub(crate) mod expand;
 pub(crate) mod functions;
 pub(crate) mod if_const;
 pub(crate) mod inline;
+pub(crate) mod names;
+pub(crate) mod normal_form;
 mod renumber;
 pub(crate) mod saturate;
 pub(crate) mod sibling_conv;
@@ -254,14 +260,6 @@ impl PassContext<'_> {
             Some(first) => merge_runs(first, report),
         });
         Ok((out, fired))
-    }
-
-    /// An IR model of a protobuf, errors naming the model.
-    pub fn to_ir(&self, proto: onnx_proto::ModelProto) -> Result<Model, Error> {
-        Model::from_proto(proto).map_err(|source| Error::Ir {
-            path: self.origin.into(),
-            source,
-        })
     }
 }
 

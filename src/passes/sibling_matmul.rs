@@ -14,135 +14,169 @@
 //! a weight is also a graph input (it can be overridden), is stored outside the file or in typed
 //! fields rather than `raw_data`, has an element type of less than a byte, or is read by any
 //! other node or subgraph; below opset 11 (Split's negative axis) nothing is merged.
+//!
+//! The merge edits the IR; a model it changed is brought to normal form (`normal_form.rs`), as
+//! the protobuf round trip it replaces left it. The helpers the Conv merge shares live here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use onnx_proto::{attribute_proto, tensor_proto, AttributeProto, GraphProto, ModelProto};
-use onnx_proto::{NodeProto, TensorProto};
+use onnx_ir::onnx_proto::{tensor_proto, TensorProto};
+use onnx_ir::{same_domain, Attribute, Graph, Model, Name, Node, NodeId, Value, ValueId};
+
+use super::names::{collect_names, fresh, value_name};
 
 /// The fewest MatMuls merged into one: two MatMuls would become a MatMul and a Split, no fewer
 /// nodes.
 pub const MIN_GROUP: usize = 3;
 
 /// Merges every group of sibling MatMuls in the main graph; returns how many MatMul nodes went
-/// (a group of `n` removes `n - 1` MatMuls and adds one Split).
-pub fn merge_sibling_matmuls(model: &mut ModelProto) -> usize {
+/// (a group of `n` removes `n - 1` MatMuls and adds one Split). The graph is left with the
+/// merged nodes in place and the replaced ones out of its order, not in normal form.
+pub(crate) fn merge_sibling_matmuls(model: &mut Model) -> usize {
     let opset = default_opset(model);
     if opset < 11 {
         return 0;
     }
-    let Some(graph) = model.graph.as_mut() else {
-        return 0;
-    };
     let mut names = BTreeSet::new();
-    crate::passes::inline::collect_names(graph, &mut names);
-    merge_in(graph, opset, &mut names)
+    collect_names(&model.graph, &mut names);
+    merge_in(&mut model.graph, opset, &mut names)
 }
 
 /// The model's default-domain opset (0 when it imports none).
-pub(crate) fn default_opset(model: &ModelProto) -> i64 {
+pub(crate) fn default_opset(model: &Model) -> i64 {
     model
-        .opset_import
+        .opset_imports
         .iter()
-        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
-        .and_then(|o| o.version)
-        .unwrap_or(0)
+        .find(|o| same_domain(&o.domain, ""))
+        .map_or(0, |o| o.version)
+}
+
+/// The name of an input or output slot ("" for an absent one).
+pub(crate) fn slot_name(g: &Graph, slot: Option<ValueId>) -> Name {
+    slot.map_or_else(Name::default, |id| value_name(g, id))
 }
 
 /// Reads of each name in `g`; a graph output or a name a subgraph reads counts twice more, so
 /// a count of 1 means one node input and nothing else.
-pub(crate) fn use_counts(g: &GraphProto) -> BTreeMap<&str, usize> {
-    let mut uses: BTreeMap<&str, usize> = BTreeMap::new();
+pub(crate) fn use_counts(g: &Graph) -> BTreeMap<Name, usize> {
+    let mut uses: BTreeMap<Name, usize> = BTreeMap::new();
     let mut in_subgraphs = BTreeSet::new();
-    for n in &g.node {
-        for i in &n.input {
-            *uses.entry(i.as_str()).or_default() += 1;
+    for (_, n) in g.nodes_in_order() {
+        for &i in &n.inputs {
+            *uses.entry(slot_name(g, i)).or_default() += 1;
         }
-        for a in &n.attribute {
-            for sub in a.g.iter().chain(&a.graphs) {
-                crate::passes::inline::collect_names(sub, &mut in_subgraphs);
-            }
+        for sub in n.subgraphs() {
+            collect_names(sub, &mut in_subgraphs);
         }
     }
-    for name in g.output.iter().filter_map(|v| v.name.as_deref()) {
-        *uses.entry(name).or_default() += 2;
+    for &id in &g.outputs {
+        *uses.entry(value_name(g, id)).or_default() += 2;
     }
     for name in &in_subgraphs {
-        if let Some(u) = uses.get_mut(name.as_str()) {
+        if let Some(u) = uses.get_mut(name) {
             *u += 2;
         }
     }
     uses
 }
 
+/// A new initializer value (its tensor named after it); listed by the caller.
+pub(crate) fn initializer_value(g: &mut Graph, name: Name, mut tensor: TensorProto) -> ValueId {
+    tensor.name = Some(name.to_string());
+    g.add_value(Value {
+        name,
+        initializer: Some(tensor),
+        ..Value::default()
+    })
+}
+
+/// A node of `first`'s domain (as written) with no attributes, its outputs not yet produced
+/// by it (see [`place`]).
+pub(crate) fn node_like(
+    first: &Node,
+    name: Option<Name>,
+    op_type: &str,
+    inputs: Vec<Option<ValueId>>,
+    outputs: Vec<Option<ValueId>>,
+) -> Node {
+    let mut node = Node::new(op_type, inputs, outputs);
+    node.name = name;
+    node.domain = first.domain.clone();
+    node.field_presence.domain = first.field_presence.domain;
+    node
+}
+
 /// `Split(input, axis, sizes)` into `outputs`, named after the first merged node `first`: the
-/// sizes as an int64 initializer (pushed to `new_inits`) from opset 13, as an attribute below.
+/// sizes as an int64 initializer (appended to `new_inits`) from opset 13, as an attribute below.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn split_node(
-    first: &NodeProto,
-    input: String,
-    outputs: Vec<String>,
+    g: &mut Graph,
+    first: NodeId,
+    input: ValueId,
+    outputs: Vec<Option<ValueId>>,
     axis: i64,
     sizes: Vec<i64>,
     opset: i64,
-    names: &mut BTreeSet<String>,
-    new_inits: &mut Vec<TensorProto>,
-) -> NodeProto {
-    let op = first.op_type.as_deref().unwrap_or("node");
-    let mut split = NodeProto {
-        name: Some(fresh(
-            names,
-            &format!("{}_split", first.name.as_deref().unwrap_or(op)),
-        )),
-        op_type: Some("Split".into()),
-        domain: first.domain.clone(),
-        input: vec![input],
-        output: outputs,
-        attribute: vec![AttributeProto {
-            name: Some("axis".into()),
-            r#type: Some(attribute_proto::AttributeType::Int as i32),
-            i: Some(axis),
-            ..Default::default()
-        }],
-        ..Default::default()
+    names: &mut BTreeSet<Name>,
+    new_inits: &mut Vec<ValueId>,
+) -> Node {
+    let node = g.node(first);
+    let op = match node.op_type.is_empty() && !node.field_presence.op_type {
+        true => "node",
+        false => node.op_type.as_str(),
     };
+    let base = node.name.as_deref().unwrap_or(op);
+    let name = fresh(names, &format!("{base}_split"));
+    let mut split = node_like(node, Some(name), "Split", vec![Some(input)], outputs);
+    split.attributes.push(Attribute::int("axis", axis));
     if opset >= 13 {
-        let s_name = fresh(names, &format!("{}_split_sizes", first.output[0]));
-        new_inits.push(TensorProto {
-            name: Some(s_name.clone()),
+        let first_output = slot_name(g, g.node(first).outputs[0]);
+        let s_name = fresh(names, &format!("{first_output}_split_sizes"));
+        let tensor = TensorProto {
             dims: vec![sizes.len() as i64],
             data_type: Some(tensor_proto::DataType::Int64 as i32),
             int64_data: sizes,
             ..Default::default()
-        });
-        split.input.push(s_name);
+        };
+        let s = initializer_value(g, s_name, tensor);
+        new_inits.push(s);
+        split.inputs.push(Some(s));
     } else {
-        split.attribute.push(AttributeProto {
-            name: Some("split".into()),
-            r#type: Some(attribute_proto::AttributeType::Ints as i32),
-            ints: sizes,
-            ..Default::default()
-        });
+        split.attributes.push(Attribute::ints("split", sizes));
     }
     split
 }
 
-/// Rebuilds `g.node`: the nodes of `placed` go in before the node at their index, and the nodes
-/// of `removed` go.
+/// Rebuilds `g.order`: the nodes of `placed` go in (added to the arena, producing their
+/// outputs) before the node at their position, and the nodes at the positions of `removed` go.
 pub(crate) fn replace_nodes(
-    g: &mut GraphProto,
-    mut placed: BTreeMap<usize, Vec<NodeProto>>,
+    g: &mut Graph,
+    mut placed: BTreeMap<usize, Vec<Node>>,
     removed: &BTreeSet<usize>,
 ) {
-    let nodes = std::mem::take(&mut g.node);
-    for (i, n) in nodes.into_iter().enumerate() {
-        if let Some(new) = placed.remove(&i) {
-            g.node.extend(new);
+    let order = std::mem::take(&mut g.order);
+    let mut new_order = Vec::with_capacity(order.len());
+    for (i, id) in order.into_iter().enumerate() {
+        for node in placed.remove(&i).unwrap_or_default() {
+            new_order.push(place(g, node));
         }
         if !removed.contains(&i) {
-            g.node.push(n);
+            new_order.push(id);
         }
     }
+    g.order = new_order;
+}
+
+/// Adds a node to `g`'s arena (not to its order), as the producer of its outputs.
+pub(crate) fn place(g: &mut Graph, node: Node) -> NodeId {
+    let id = NodeId(g.nodes.len() as u32);
+    for (position, out) in node.outputs.iter().enumerate() {
+        if let Some(v) = out.and_then(|v| g.values.get_mut(v.index())) {
+            v.producer = Some((id, position));
+        }
+    }
+    g.nodes.push(node);
+    id
 }
 
 /// Bytes per element (none for types narrower than a byte, or strings).
@@ -151,28 +185,31 @@ fn element_size(data_type: i32) -> Option<usize> {
     (bits >= 8 && bits % 8 == 0).then_some(bits / 8)
 }
 
-/// A weight a group can take: its index among the initializers, columns, element type.
+/// A weight a group can take: its value and position among the initializers, its dims and
+/// element type.
 struct Weight {
-    init: usize,
+    init: ValueId,
+    position: usize,
     rows: i64,
     cols: i64,
     data_type: i32,
 }
 
-/// The MatMuls of one group: node index and weight, in graph order.
-type Group = Vec<(usize, Weight)>;
+/// The MatMuls of one group: position in the order, node and weight, in graph order.
+type Group = Vec<(usize, NodeId, Weight)>;
 
 fn mergeable_weight(
-    g: &GraphProto,
+    g: &Graph,
     name: &str,
-    inits: &BTreeMap<&str, usize>,
-    uses: &BTreeMap<&str, usize>,
+    inits: &BTreeMap<Name, usize>,
+    uses: &BTreeMap<Name, usize>,
 ) -> Option<Weight> {
-    let &init = inits.get(name)?;
+    let &position = inits.get(name)?;
     if uses.get(name).copied().unwrap_or(0) != 1 {
         return None;
     }
-    let t = &g.initializer[init];
+    let init = g.initializers[position];
+    let t = g.get_value(init)?.initializer.as_ref()?;
     let external = t.data_location == Some(tensor_proto::DataLocation::External as i32);
     let raw = t.raw_data.as_ref()?;
     let &[rows, cols] = t.dims.as_slice() else {
@@ -185,51 +222,46 @@ fn mergeable_weight(
         .checked_mul(size)?;
     (!external && rows > 0 && cols > 0 && raw.len() == expected).then_some(Weight {
         init,
+        position,
         rows,
         cols,
         data_type,
     })
 }
 
-/// `base`, or `base_N` for the first N that makes it a name `names` does not hold; added to them.
-pub(crate) fn fresh(names: &mut BTreeSet<String>, base: &str) -> String {
-    let mut name = base.to_string();
-    let mut i = 1;
-    while names.contains(&name) {
-        name = format!("{base}_{i}");
-        i += 1;
-    }
-    names.insert(name.clone());
-    name
-}
-
-fn merge_in(g: &mut GraphProto, opset: i64, names: &mut BTreeSet<String>) -> usize {
-    let graph_inputs: BTreeSet<&str> = g.input.iter().filter_map(|v| v.name.as_deref()).collect();
-    let inits: BTreeMap<&str, usize> = g
-        .initializer
+/// Initializers by name (without those that are graph inputs, with `exclude_inputs`): their
+/// position in the list (the last, for a name listed twice).
+pub(crate) fn initializer_positions(g: &Graph, exclude_inputs: bool) -> BTreeMap<Name, usize> {
+    let graph_inputs: BTreeSet<Name> = match exclude_inputs {
+        true => g.inputs.iter().map(|&id| value_name(g, id)).collect(),
+        false => BTreeSet::new(),
+    };
+    g.initializers
         .iter()
         .enumerate()
-        .filter_map(|(i, t)| t.name.as_deref().map(|n| (n, i)))
+        .map(|(i, &id)| (value_name(g, id), i))
         .filter(|(n, _)| !graph_inputs.contains(n))
-        .collect();
+        .collect()
+}
+
+fn merge_in(g: &mut Graph, opset: i64, names: &mut BTreeSet<Name>) -> usize {
+    let inits = initializer_positions(g, true);
     let uses = use_counts(g);
-    // Groups: (first input, weight type, weight rows) -> (node index, weight) in graph order.
-    let mut groups: BTreeMap<(&str, i32, i64), Group> = BTreeMap::new();
-    for (i, n) in g.node.iter().enumerate() {
-        let default_domain = matches!(n.domain.as_deref(), None | Some("") | Some("ai.onnx"));
-        if n.op_type.as_deref() != Some("MatMul")
-            || !default_domain
-            || n.input.len() != 2
-            || n.output.len() != 1
-            || n.input[0].is_empty()
-        {
+    // Groups: (first input, weight type, weight rows) -> MatMuls in graph order.
+    let mut groups: BTreeMap<(Name, i32, i64), Group> = BTreeMap::new();
+    for (i, (id, n)) in g.nodes_in_order().enumerate() {
+        if n.op_type != "MatMul" || !n.is_onnx_domain() || n.inputs.len() != 2 {
             continue;
         }
-        if let Some(w) = mergeable_weight(g, &n.input[1], &inits, &uses) {
+        let x = slot_name(g, n.inputs[0]);
+        if n.outputs.len() != 1 || x.is_empty() {
+            continue;
+        }
+        if let Some(w) = mergeable_weight(g, &slot_name(g, n.inputs[1]), &inits, &uses) {
             groups
-                .entry((n.input[0].as_str(), w.data_type, w.rows))
+                .entry((x, w.data_type, w.rows))
                 .or_default()
-                .push((i, w));
+                .push((i, id, w));
         }
     }
     let groups: Vec<Group> = groups
@@ -241,51 +273,59 @@ fn merge_in(g: &mut GraphProto, opset: i64, names: &mut BTreeSet<String>) -> usi
     }
     let mut removed_nodes = BTreeSet::new();
     let mut removed_inits = BTreeSet::new();
-    let mut placed: BTreeMap<usize, Vec<NodeProto>> = BTreeMap::new();
+    let mut placed: BTreeMap<usize, Vec<Node>> = BTreeMap::new();
     let mut new_inits = Vec::new();
     let mut merged = 0;
     for group in groups {
-        let first = &g.node[group[0].0];
-        let rows = group[0].1.rows as usize;
-        let data_type = group[0].1.data_type;
+        let (at, first, _) = &group[0];
+        let (at, first) = (*at, *first);
+        let rows = group[0].2.rows as usize;
+        let data_type = group[0].2.data_type;
         let size = element_size(data_type).unwrap_or(1);
-        let total_cols: i64 = group.iter().map(|(_, w)| w.cols).sum();
+        let total_cols: i64 = group.iter().map(|(_, _, w)| w.cols).sum();
         let mut raw = Vec::with_capacity(rows * total_cols as usize * size);
         for r in 0..rows {
-            for (_, w) in &group {
+            for (_, _, w) in &group {
                 let row = w.cols as usize * size;
-                let data = g.initializer[w.init]
-                    .raw_data
+                let data = g
+                    .value(w.init)
+                    .initializer
                     .as_ref()
+                    .and_then(|t| t.raw_data.as_ref())
                     .map_or(&[][..], |b| b);
                 raw.extend_from_slice(&data[r * row..(r + 1) * row]);
             }
         }
-        let w_name = fresh(names, &format!("{}_merged", first.input[1]));
-        let y_name = fresh(names, &format!("{}_merged", first.output[0]));
-        new_inits.push(TensorProto {
-            name: Some(w_name.clone()),
+        let node = g.node(first);
+        let (x, w_first, y_first) = (node.inputs[0], node.inputs[1], node.outputs[0]);
+        let w_name = fresh(names, &format!("{}_merged", slot_name(g, w_first)));
+        let y_name = fresh(names, &format!("{}_merged", slot_name(g, y_first)));
+        let tensor = TensorProto {
             dims: vec![rows as i64, total_cols],
             data_type: Some(data_type),
             raw_data: Some(raw.into()),
             ..Default::default()
-        });
-        let matmul = NodeProto {
-            name: first.name.clone(),
-            op_type: Some("MatMul".into()),
-            domain: first.domain.clone(),
-            input: vec![first.input[0].clone(), w_name],
-            output: vec![y_name.clone()],
-            ..Default::default()
         };
-        let widths: Vec<i64> = group.iter().map(|(_, w)| w.cols).collect();
+        let w = initializer_value(g, w_name, tensor);
+        new_inits.push(w);
+        let y = g.add_value(Value::new(y_name));
+        let node = g.node(first);
+        let matmul = node_like(
+            node,
+            node.name.clone(),
+            "MatMul",
+            vec![x, Some(w)],
+            vec![Some(y)],
+        );
+        let widths: Vec<i64> = group.iter().map(|(_, _, w)| w.cols).collect();
         let outputs = group
             .iter()
-            .map(|(i, _)| g.node[*i].output[0].clone())
+            .map(|(_, n, _)| g.node(*n).outputs[0])
             .collect();
         let split = split_node(
+            g,
             first,
-            y_name,
+            y,
             outputs,
             -1,
             widths,
@@ -293,20 +333,20 @@ fn merge_in(g: &mut GraphProto, opset: i64, names: &mut BTreeSet<String>) -> usi
             names,
             &mut new_inits,
         );
-        placed.insert(group[0].0, vec![matmul, split]);
-        for (i, w) in &group {
+        placed.insert(at, vec![matmul, split]);
+        for (i, _, w) in &group {
             removed_nodes.insert(*i);
-            removed_inits.insert(w.init);
+            removed_inits.insert(w.position);
         }
         merged += group.len() - 1;
     }
     replace_nodes(g, placed, &removed_nodes);
-    let inits = std::mem::take(&mut g.initializer);
-    g.initializer = inits
+    let inits = std::mem::take(&mut g.initializers);
+    g.initializers = inits
         .into_iter()
         .enumerate()
         .filter(|(i, _)| !removed_inits.contains(i))
-        .map(|(_, t)| t)
+        .map(|(_, id)| id)
         .chain(new_inits)
         .collect();
     merged
@@ -326,35 +366,29 @@ impl super::Pass for MergeSiblingMatMuls {
 
     fn run(
         &self,
-        model: &mut onnx_ir::Model,
-        cx: &mut super::PassContext<'_>,
+        model: &mut Model,
+        _cx: &mut super::PassContext<'_>,
     ) -> Result<super::Changes, crate::Error> {
-        let n = merge_siblings_on_proto(model, cx, "MatMul", merge_sibling_matmuls)?;
+        let n = merge_siblings(model, "MatMul", merge_sibling_matmuls);
         Ok(super::Changes::from([("merged_matmuls", n)]))
     }
 }
 
-/// Runs a sibling merge over the protobuf of a model whose main graph has at least two nodes
-/// of the default-domain `op` (the model is replaced only when the merge removed nodes);
-/// returns how many nodes went.
-pub(crate) fn merge_siblings_on_proto(
-    model: &mut onnx_ir::Model,
-    cx: &super::PassContext<'_>,
-    op: &str,
-    merge: fn(&mut ModelProto) -> usize,
-) -> Result<usize, crate::Error> {
+/// Runs a sibling merge on a model whose main graph has at least two nodes of the
+/// default-domain `op`; a model the merge changed is left in normal form. Returns how many
+/// nodes went.
+pub(crate) fn merge_siblings(model: &mut Model, op: &str, merge: fn(&mut Model) -> usize) -> usize {
     let count = model
         .graph
         .nodes_in_order()
         .filter(|(_, n)| n.op_type == op && n.is_onnx_domain())
         .count();
     if count < 2 {
-        return Ok(0);
+        return 0;
     }
-    let mut proto = model.to_proto();
-    let n = merge(&mut proto);
+    let n = merge(model);
     if n > 0 {
-        *model = cx.to_ir(proto)?;
+        super::normal_form::normalize(model);
     }
-    Ok(n)
+    n
 }
