@@ -423,6 +423,11 @@ fn upsample(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
             x.rank()
         )));
     }
+    // The spec asks for scales of at least 1; like Resize, a scale that is not positive (or
+    // NaN) is refused, so a model whose Upsample becomes a Resize fails on the same inputs.
+    if let Some(bad) = scales.iter().find(|&&f| f.is_nan() || f <= 0.0) {
+        return Err(ctx.err(format!("scale {bad} must be positive")));
+    }
     let mut s = settings(ctx, "asymmetric")?;
     if let Mode::Nearest(_) = s.mode {
         s.mode = Mode::Nearest(NearestMode::Floor);

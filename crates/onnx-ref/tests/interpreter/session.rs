@@ -456,3 +456,29 @@ fn lazy_gather_gives_the_eager_results() {
         }
     }
 }
+
+/// Upsample refuses a scale that is not positive, as Resize does (the optimizer converts one
+/// into the other, so both must fail on the same inputs; fuzz seed 0xe3779b97f4a7cc70).
+#[test]
+fn upsample_refuses_a_scale_that_is_not_positive() {
+    let n = node("Upsample", "u", &["x", "scales"], &["y"]);
+    let x = || {
+        Value::Tensor(Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap_or_else(|e| panic!("{e}")))
+    };
+    let scales =
+        |s: f32| Value::Tensor(Tensor::from_vec(&[1], vec![s]).unwrap_or_else(|e| panic!("{e}")));
+    for bad in [-0.5f32, 0.0, f32::NAN] {
+        let err = eval_node(&n, 9, &[Some(x()), Some(scales(bad))])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("must be positive"), "{bad}: {err}");
+    }
+    let out = eval_node(&n, 9, &[Some(x()), Some(scales(2.0))]).unwrap_or_else(|e| panic!("{e}"));
+    let Value::Tensor(t) = &out[0] else {
+        panic!("not a tensor")
+    };
+    assert_eq!(
+        t.to_f64_vec().unwrap_or_else(|e| panic!("{e}")),
+        [1.0, 1.0, 2.0, 2.0]
+    );
+}
