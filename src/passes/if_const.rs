@@ -184,7 +184,7 @@ fn splice(g: &mut Graph, at: usize, branch: usize, names: &mut BTreeSet<Name>) {
         for slot in node.inputs.iter_mut().chain(node.outputs.iter_mut()) {
             *slot = slot.map(|v| mover.move_to(g, v));
         }
-        spliced.push(push_node(g, node));
+        spliced.push(g.add_node_unordered(node));
     }
     let if_label = if_name.as_deref().unwrap_or("If").to_string();
     for (&out, if_out) in b.outputs.iter().zip(if_outputs) {
@@ -194,7 +194,7 @@ fn splice(g: &mut Graph, at: usize, branch: usize, names: &mut BTreeSet<Name>) {
         let input = mover.move_to(g, out);
         let mut identity = Node::new("Identity", vec![Some(input)], vec![Some(if_out)]);
         identity.name = Some(Name::from(format!("{if_label}/{}", value_name(g, if_out))));
-        spliced.push(push_node(g, identity));
+        spliced.push(g.add_node_unordered(identity));
     }
     for &id in &b.initializers {
         let v = mover.move_to(g, id);
@@ -239,18 +239,6 @@ impl Mover {
         self.moved[id.index()] = Some(v);
         v
     }
-}
-
-/// Adds a node to `g`'s arena (not to its order), the producer of its outputs.
-fn push_node(g: &mut Graph, node: Node) -> NodeId {
-    let id = NodeId(g.nodes.len() as u32);
-    for (position, out) in node.outputs.iter().enumerate() {
-        if let Some(v) = out.and_then(|v| g.values.get_mut(v.index())) {
-            v.producer = Some((id, position));
-        }
-    }
-    g.nodes.push(node);
-    id
 }
 
 /// Renames every name the branch defines (initializers, node outputs) to a fresh one (recorded

@@ -158,25 +158,13 @@ pub(crate) fn replace_nodes(
     let mut new_order = Vec::with_capacity(order.len());
     for (i, id) in order.into_iter().enumerate() {
         for node in placed.remove(&i).unwrap_or_default() {
-            new_order.push(place(g, node));
+            new_order.push(g.add_node_unordered(node));
         }
         if !removed.contains(&i) {
             new_order.push(id);
         }
     }
     g.order = new_order;
-}
-
-/// Adds a node to `g`'s arena (not to its order), as the producer of its outputs.
-pub(crate) fn place(g: &mut Graph, node: Node) -> NodeId {
-    let id = NodeId(g.nodes.len() as u32);
-    for (position, out) in node.outputs.iter().enumerate() {
-        if let Some(v) = out.and_then(|v| g.values.get_mut(v.index())) {
-            v.producer = Some((id, position));
-        }
-    }
-    g.nodes.push(node);
-    id
 }
 
 /// Bytes per element (none for types narrower than a byte, or strings).

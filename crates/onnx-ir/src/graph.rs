@@ -347,6 +347,14 @@ impl Graph {
     /// Appends a node to the arena and to the end of `order`, and records it as the producer
     /// of its outputs. Returns its handle.
     pub fn add_node(&mut self, node: Node) -> NodeId {
+        let id = self.add_node_unordered(node);
+        self.order.push(id);
+        id
+    }
+
+    /// Adds a node to the arena and sets the producer of its outputs, without placing it in
+    /// `order` (for a pass that rebuilds the order itself).
+    pub fn add_node_unordered(&mut self, node: Node) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
         for (position, output) in node.outputs.iter().enumerate() {
             if let Some(value) = output.and_then(|v| self.values.get_mut(v.index())) {
@@ -354,7 +362,6 @@ impl Graph {
             }
         }
         self.nodes.push(node);
-        self.order.push(id);
         id
     }
 
