@@ -37,8 +37,9 @@ pub const BUILTIN_RULE_FILES: &[(&str, &str)] = &[
 /// phase of their own when a target opset is set, after the pipeline's phases, and the target's
 /// extraction keeps them only where the op is not legal at the target. The version steps are
 /// not a file: onnx-rules generates them from the schemas and onnx-schema's version tables
-/// ([`onnx_rules::version_steps`]), loaded under the name `rules/version/steps.rules`.
-pub static VERSION_RULE_FILES: std::sync::LazyLock<[(&str, &str); 3]> =
+/// ([`onnx_rules::version_steps`]), loaded under the name `rules/version/steps.rules`; nor are
+/// the ops written as their schemas' function bodies, loaded as `rules/version/bodies.rules`.
+pub static VERSION_RULE_FILES: std::sync::LazyLock<[(&str, &str); 4]> =
     std::sync::LazyLock::new(|| {
         [
             (
@@ -52,6 +53,10 @@ pub static VERSION_RULE_FILES: std::sync::LazyLock<[(&str, &str); 3]> =
             (
                 onnx_rules::version_steps::STEPS_ORIGIN,
                 onnx_rules::version_steps::steps_text(),
+            ),
+            (
+                onnx_rules::version_steps::BODIES_ORIGIN,
+                onnx_rules::version_steps::bodies_text(),
             ),
         ]
     });

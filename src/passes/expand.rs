@@ -8,16 +8,21 @@
 //! Ops whose body onnx builds per node (Attention, RotaryEmbedding, ...): a node of the main
 //! graph takes the recorded instance built for a node like it (`instance_fits`), if any.
 //!
-//! Left to the version rules (`rules/version/decompose.rules`): ops those rules write out by
-//! hand (LayerNormalization, Gelu, ...; LayerNormalization with its statistics outputs takes an
-//! instance, which the rules do not cover). Not used: the
-//! bodies listed in `UNSOUND_BODIES` (AffineGrid's differs from the op at a size of 1), and a
-//! body whose ops bind, at the model's opset, versions of another signature than at its own.
+//! Left to the version rules: the ops written out by the rules generated from the schemas'
+//! bodies (`rules/version/bodies.rules`, see `onnx_rules::version_steps::bodies_text`) and by
+//! the hand-written `rules/version/decompose.rules` (LayerNormalization, Gelu, ...), at the
+//! model's opset; LayerNormalization with its statistics outputs takes an instance, which the
+//! rules do not cover. So this pass writes the bodies those rules cannot: several outputs
+//! (DynamicQuantizeLinear), a body built per node, a Loop (Range below 11 is hand-written).
+//! Not used: the bodies listed in `UNSOUND_BODIES` (AffineGrid's differs from the op at a size
+//! of 1), and a body whose ops bind, at the model's opset, versions of another signature than
+//! at its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use onnx_ir::{Function, Graph, Model, Name, Node};
 use onnx_proto::{AttributeProto, FunctionProto};
+use onnx_rules::version_steps::UNSOUND_BODIES;
 
 use crate::passes::inline::{version_in, FnKey, FunctionError, Inliner};
 
@@ -33,13 +38,6 @@ fn ops_in(g: &Graph, out: &mut BTreeSet<String>) {
     }
 }
 
-/// Ops whose schema body does not compute the op everywhere, so it is not used: (op, why).
-const UNSOUND_BODIES: &[(&str, &str)] = &[(
-    "AffineGrid",
-    "with align_corners its body divides by H - 1 and W - 1, NaN for a size of 1 where the op \
-     gives -1 (found by the fuzzer, seed 0x1fc8dd38b7691812)",
-)];
-
 /// The default-domain ops of a body, its subgraphs included.
 fn body_ops(body: &Function) -> BTreeSet<String> {
     let mut ops = BTreeSet::new();
@@ -47,11 +45,14 @@ fn body_ops(body: &Function) -> BTreeSet<String> {
     ops
 }
 
-/// The ops the built-in version rules write out by hand (their left roots).
-fn decomposed_by_rules() -> BTreeSet<String> {
+/// The ops the built-in version rules write out at `model_opset` (their left roots): the rules
+/// generated from the schemas' bodies and the hand-written decompositions.
+fn decomposed_by_rules(model_opset: i64) -> BTreeSet<String> {
     let sources: Vec<(String, String)> = crate::rules::VERSION_RULE_FILES
         .iter()
-        .filter(|(p, _)| p.ends_with("decompose.rules"))
+        .filter(|(p, _)| {
+            p.ends_with("decompose.rules") || *p == onnx_rules::version_steps::BODIES_ORIGIN
+        })
         .map(|(p, t)| (p.to_string(), t.to_string()))
         .collect();
     let mut out = BTreeSet::new();
@@ -59,6 +60,9 @@ fn decomposed_by_rules() -> BTreeSet<String> {
         return out;
     };
     for r in files.iter().flat_map(|f| &f.rules) {
+        if !r.window.contains(model_opset) {
+            continue;
+        }
         let Some(&root) = r.lhs.first() else { continue };
         if let onnx_rules::ir::Pat::Op(p) = r.pat(root) {
             if let onnx_rules::ir::OpHead::Named(op) = &p.head {
@@ -265,7 +269,7 @@ pub(crate) fn expand_for_target(model: &mut Model, target: i64) -> Result<usize,
     };
     let mut ops = BTreeSet::new();
     ops_in(&model.graph, &mut ops);
-    let by_rules = decomposed_by_rules();
+    let by_rules = decomposed_by_rules(model_opset);
     let mut funcs: BTreeMap<FnKey, Function> = BTreeMap::new();
     let mut todo: Vec<String> = ops.into_iter().collect();
     // Context-dependent bodies (Attention, RotaryEmbedding, LayerNormalization with its

@@ -104,6 +104,26 @@ pub enum VerifyError {
     },
 }
 
+impl VerifyError {
+    /// Why the original model failed on an input set (its run, or the values fed to its
+    /// boundary nodes), when this is that failure: the check then skips the random inputs.
+    fn original_failure(&self) -> Option<String> {
+        match self {
+            VerifyError::Run {
+                which: "original",
+                source,
+                ..
+            } => Some(source.to_string()),
+            VerifyError::Boundary {
+                which: "original",
+                source,
+                ..
+            } => Some(source.to_string()),
+            _ => None,
+        }
+    }
+}
+
 /// Runs both models on `trials` seeded random inputs; `Ok(None)` when all outputs agree. A
 /// check that could not compare anything (see [`Checked::skipped`]) is an error here.
 pub fn compare_models(
@@ -295,23 +315,10 @@ pub fn compare_models_on(
         match pair.run(&inputs, trial, seed, &found) {
             Ok(Some(m)) => return Ok((Some(m), checked)),
             Ok(None) => checked.random += 1,
-            Err(VerifyError::Run {
-                which: "original",
-                source,
-                ..
-            }) => {
+            Err(e) if e.original_failure().is_some() => {
+                let why = e.original_failure().unwrap_or_default();
                 checked.random_skipped = Some(format!(
-                    "the original model fails on random input {trial}: {source}"
-                ));
-                break;
-            }
-            Err(VerifyError::Boundary {
-                which: "original",
-                source,
-                ..
-            }) => {
-                checked.random_skipped = Some(format!(
-                    "the original model fails on random input {trial}: {source}"
+                    "the original model fails on random input {trial}: {why}"
                 ));
                 break;
             }

@@ -8,3 +8,12 @@ fn generated_version_steps() {
     assert_eq!(text, onnx_rules::version_steps::steps_text());
     insta::assert_snapshot!(text);
 }
+
+/// The generated op -> body rules ([`onnx_rules::version_steps::bodies_text`]), loaded as
+/// `rules/version/bodies.rules`, as a snapshot.
+#[test]
+fn generated_body_rules() {
+    let text = onnx_rules::version_steps::generate_bodies();
+    assert_eq!(text, onnx_rules::version_steps::bodies_text());
+    insta::assert_snapshot!(text);
+}

@@ -64,8 +64,11 @@
 //! Every generated rule is proven by `onnx-opt rules check` like any rule. The text is
 //! deterministic (ops in name order, versions ascending) and built once per process.
 
+mod bodies;
 mod families;
 mod pair;
+
+pub use bodies::{bodies_text, generate_bodies, BODIES_ORIGIN, UNSOUND_BODIES};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;

@@ -177,7 +177,7 @@ pub(super) fn snake(name: &str) -> String {
     out.to_lowercase()
 }
 
-fn var_name(raw: &str, taken: &mut BTreeSet<String>) -> String {
+pub(super) fn var_name(raw: &str, taken: &mut BTreeSet<String>) -> String {
     let mut v: String = raw
         .to_lowercase()
         .chars()
