@@ -12,6 +12,10 @@
 //! (its stream is keyed by a name splicing may change), or when the condition is not a one-element bool
 //! tensor defined in the same graph (an initializer or a `Constant` with a `value` tensor).
 //!
+//! This is a pass, not a rule: the e-graph holds the values of one graph, and a branch is an
+//! attribute of its If; the splice moves the branch's nodes, initializers and names into the
+//! enclosing graph, which no rewrite of one value into an equal value can do.
+//!
 //! The splice edits the IR; a model it changed is brought to normal form (`normal_form.rs`), the
 //! arenas a fresh import of its protobuf would give, so what runs after sees what it saw when
 //! this pass ran on the protobuf.

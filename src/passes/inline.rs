@@ -4,6 +4,9 @@
 //! attributes or the function's defaults), and the body then converts with the graph around it.
 //! A function that is called nowhere after that is removed (the report says how many).
 //!
+//! This is a pass, not a rule: the e-graph lifts a call as one opaque node of the function's
+//! domain; the body's nodes become the graph's own only once inlined, renamed apart.
+//!
 //! A body node's subgraphs are renamed with it: the body's values they read by their new names,
 //! the values they define apart. Refused with a [`FunctionError`] naming the function: bodies
 //! whose ops (subgraphs included) bind other schema versions at the function's opset than at
