@@ -202,6 +202,20 @@ pub enum Error {
     /// The check itself could not run.
     #[error("check could not run")]
     Verify(#[source] Box<verify::VerifyError>),
+    /// A `--skip` ([`Optimizer::skip`]) that names no rule, rule file, label or pass.
+    #[error(
+        "--skip {name}: no rule, rule file, label or pass has this name{}",
+        match close.is_empty() {
+            true => String::new(),
+            false => format!(" (did you mean: {}?)", close.join(", ")),
+        }
+    )]
+    UnknownSkip {
+        /// The name given.
+        name: String,
+        /// Names that are close to it, closest first.
+        close: Vec<String>,
+    },
 }
 
 /// Loads a model file, binary (`.onnx`, external data mapped in) or text (the ONNX text

@@ -52,6 +52,8 @@ pub struct Optimizer {
     require_check: bool,
     /// Run the checker after every pass.
     validate_passes: bool,
+    /// Rules (by name, file or label) and passes (by name) left out.
+    skip: Vec<String>,
 }
 
 impl Default for Optimizer {
@@ -135,6 +137,7 @@ impl Optimizer {
                 || std::env::var_os("ONNX_OPT_VALIDATE_PASSES").is_some_and(|v| v != "0"),
             dims: BTreeMap::new(),
             tolerance: Tolerance::default(),
+            skip: Vec::new(),
         }
     }
 
@@ -151,6 +154,42 @@ impl Optimizer {
     pub fn pipeline(mut self, pipeline: Pipeline) -> Self {
         self.pipeline = pipeline;
         self
+    }
+
+    /// Leaves out rules, by name (`gemm_add_bias`), by file (`fusion`, `fusion.rules`,
+    /// `rules/fusion.rules`, or a `--rules` file's path) or by label (`fusion`), or a pass by
+    /// name (`merge-sibling-convs`): onnxslim's `skip_fusion_patterns`, onnxsim's
+    /// `--skip-optimization`. Repeatable. A name that matches nothing is an
+    /// [`Error::UnknownSkip`] (with the closest names) when the optimizer runs.
+    ///
+    /// ```
+    /// let model = onnx_opt::parse_text(
+    ///     r#"<ir_version: 8, opset_import: ["" : 13]>
+    ///        g (float[2, 3] x) => (float[2, 3] y) { t = Identity(x)  y = Relu(t) }"#,
+    /// )?;
+    /// let kept = onnx_opt::Optimizer::new().skip("identity_elim").optimize(&model)?;
+    /// assert_eq!(kept.model.graph.order.len(), 2);
+    /// let err = onnx_opt::Optimizer::new().skip("identity_elimm").optimize(&model).unwrap_err();
+    /// assert!(matches!(err, onnx_opt::Error::UnknownSkip { .. }));
+    /// # Ok::<(), onnx_opt::Error>(())
+    /// ```
+    pub fn skip(mut self, name: &str) -> Self {
+        self.skip.push(name.to_string());
+        self
+    }
+
+    /// The `skip` names resolved against every rule and pass this optimizer can run.
+    fn skipped(&self) -> Result<crate::rules::Skipped, Error> {
+        if self.skip.is_empty() {
+            return Ok(crate::rules::Skipped::default());
+        }
+        let mut files = crate::rules::load_rule_files(&crate::rules::RuleSelection {
+            version: true,
+            ..Default::default()
+        })?;
+        files.extend(self.pipeline.rule_files(&self.extra)?);
+        let rust: Vec<String> = self.extra.rust.iter().map(|r| r.name.clone()).collect();
+        crate::rules::resolve_skips(&self.skip, &files, &rust, &crate::passes::pass_names())
     }
 
     /// Keeps (`true`, the default) or leaves out the built-in rule files the pipeline names.
@@ -296,7 +335,20 @@ impl Optimizer {
             version.target_opset = self.target_opset;
             phases.push(version);
         }
+        self.drop_skipped_rules(&mut phases)?;
         Ok(phases)
+    }
+
+    /// Removes the rules `skip` names from the phases.
+    fn drop_skipped_rules(&self, phases: &mut [Phase]) -> Result<(), Error> {
+        let skipped = self.skipped()?;
+        if skipped.rules.is_empty() {
+            return Ok(());
+        }
+        for p in phases {
+            Arc::make_mut(&mut p.rules).retain(|r| !skipped.rules.contains(&r.name));
+        }
+        Ok(())
     }
 
     fn options(&self, phases: Vec<Phase>) -> RewriteOptions {
@@ -391,12 +443,14 @@ impl Optimizer {
             egraph: None,
             runs: PassRuns::default(),
         };
-        let out = run_passes(
-            model,
-            &self.pipeline.pass_list(),
-            &mut cx,
-            self.validate_passes,
-        )?;
+        let skipped = self.skipped()?;
+        let passes: Vec<crate::PassSpec> = self
+            .pipeline
+            .pass_list()
+            .into_iter()
+            .filter(|p| !skipped.passes.contains(&p.name))
+            .collect();
+        let out = run_passes(model, &passes, &mut cx, self.validate_passes)?;
         Ok((out, cx.egraph.unwrap_or_default(), cx.runs))
     }
 
@@ -514,7 +568,15 @@ impl PassHost for Optimizer {
     }
 
     fn pipeline_phases(&self) -> Result<Vec<Phase>, Error> {
-        self.pipeline.phases(&self.extra)
+        let mut phases = self.pipeline.phases(&self.extra)?;
+        self.drop_skipped_rules(&mut phases)?;
+        Ok(phases)
+    }
+
+    fn upward_fusion_phase(&self, source: i64, target: i64) -> Result<Option<Phase>, Error> {
+        let mut phase = crate::rules::upward_fusion_phase(source, target)?;
+        self.drop_skipped_rules(phase.as_mut_slice())?;
+        Ok(phase)
     }
 
     fn cost_kind(&self) -> CostKind {

@@ -352,28 +352,7 @@ impl Pipeline {
     /// rules of its files that carry one of its labels, plus the `extra` rules (a user's
     /// `--rules` files and text) and `rust` rules, which run in every phase.
     pub fn phases(&self, extra: &Extra) -> Result<Vec<Phase>, Error> {
-        let mut sources: Vec<(String, String)> = Vec::new();
-        let resolved = self.sources();
-        let mut keys: Vec<Source> = Vec::new();
-        for s in &resolved {
-            match s {
-                Source::Builtin(_) if extra.no_builtin => continue,
-                Source::Builtin(p) => {
-                    let text = BUILTIN_RULE_FILES
-                        .iter()
-                        .find(|(q, _)| q == p)
-                        .map(|(_, t)| *t);
-                    sources.push((p.to_string(), text.unwrap_or_default().to_string()));
-                }
-                Source::File(f) => {
-                    sources.push((f.display().to_string(), crate::rules::read_rule_file(f)?));
-                }
-            }
-            keys.push(s.clone());
-        }
-        let extra_start = sources.len();
-        sources.extend(extra.texts.iter().cloned());
-        let files = crate::rules::parse_all(&sources)?;
+        let (keys, files, extra_start) = self.load(extra)?;
         let (phase_files, extra_files) = files.split_at(extra_start);
         let rust = parse_rust_rules(&extra.rust, &files)?;
         let mut phases = Vec::new();
@@ -403,6 +382,39 @@ impl Pipeline {
             phases.push(phase);
         }
         Ok(phases)
+    }
+
+    /// The rule files this pipeline loads, then those of `extra`, parsed and checked.
+    pub(crate) fn rule_files(&self, extra: &Extra) -> Result<Vec<RuleFile>, Error> {
+        Ok(self.load(extra)?.1)
+    }
+
+    /// The pipeline's rule sources (in the order of its files), the parsed files (the
+    /// pipeline's, then `extra`'s), and where `extra`'s start.
+    fn load(&self, extra: &Extra) -> Result<(Vec<Source>, Vec<RuleFile>, usize), Error> {
+        let mut sources: Vec<(String, String)> = Vec::new();
+        let resolved = self.sources();
+        let mut keys: Vec<Source> = Vec::new();
+        for s in &resolved {
+            match s {
+                Source::Builtin(_) if extra.no_builtin => continue,
+                Source::Builtin(p) => {
+                    let text = BUILTIN_RULE_FILES
+                        .iter()
+                        .find(|(q, _)| q == p)
+                        .map(|(_, t)| *t);
+                    sources.push((p.to_string(), text.unwrap_or_default().to_string()));
+                }
+                Source::File(f) => {
+                    sources.push((f.display().to_string(), crate::rules::read_rule_file(f)?));
+                }
+            }
+            keys.push(s.clone());
+        }
+        let extra_start = sources.len();
+        sources.extend(extra.texts.iter().cloned());
+        let files = crate::rules::parse_all(&sources)?;
+        Ok((keys, files, extra_start))
     }
 
     /// A one-paragraph description for `onnx-opt pipelines`.

@@ -219,3 +219,77 @@ pub fn rule_phases(sel: &RuleSelection) -> Result<Vec<onnx_egraph::Phase>, Error
     let set = std::sync::Arc::new(load_rule_set(sel)?);
     Ok(vec![onnx_egraph::Phase::new("rules", set)])
 }
+
+/// What `--skip` ([`crate::Optimizer::skip`]) leaves out, resolved against everything an
+/// optimizer can run: rules by name, by file (the path as loaded, its file name or its stem:
+/// `fusion`, `fusion.rules`, `rules/fusion.rules`) or by label (`[fusion]`), and passes by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Skipped {
+    /// The rules left out, by name.
+    pub rules: BTreeSet<String>,
+    /// The passes left out, by name.
+    pub passes: BTreeSet<String>,
+}
+
+/// Whether `entry` names the rule file loaded as `path`.
+fn names_file(entry: &str, path: &str) -> bool {
+    let p = Path::new(path);
+    path == entry
+        || path.ends_with(&format!("/{entry}"))
+        || p.file_name().is_some_and(|f| f == entry)
+        || p.file_stem().is_some_and(|f| f == entry)
+}
+
+/// Resolves `--skip` entries against the rule files an optimizer loads, its rules written in
+/// Rust and the pass names; an entry that names nothing is an [`Error::UnknownSkip`] with the
+/// closest names.
+pub(crate) fn resolve_skips(
+    entries: &[String],
+    files: &[RuleFile],
+    rust_rules: &[String],
+    passes: &[&str],
+) -> Result<Skipped, Error> {
+    let mut out = Skipped::default();
+    for entry in entries {
+        let mut found = false;
+        if passes.contains(&entry.as_str()) {
+            out.passes.insert(entry.clone());
+            found = true;
+        }
+        if rust_rules.contains(entry) {
+            out.rules.insert(entry.clone());
+            found = true;
+        }
+        for f in files {
+            let whole = names_file(entry, &f.path);
+            for r in &f.rules {
+                if whole || r.name == *entry || r.tags.labels.contains(entry) {
+                    out.rules.insert(r.name.clone());
+                    found = true;
+                }
+            }
+        }
+        if !found {
+            let mut names: BTreeSet<String> = passes.iter().map(|p| p.to_string()).collect();
+            names.extend(rust_rules.iter().cloned());
+            for f in files {
+                names.insert(f.path.clone());
+                for r in &f.rules {
+                    names.insert(r.name.clone());
+                    names.extend(r.tags.labels.iter().cloned());
+                }
+            }
+            let mut close: Vec<(f64, String)> = names
+                .into_iter()
+                .map(|n| (strsim::jaro_winkler(entry, &n), n))
+                .filter(|(score, _)| *score >= 0.85)
+                .collect();
+            close.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            return Err(Error::UnknownSkip {
+                name: entry.clone(),
+                close: close.into_iter().take(5).map(|(_, n)| n).collect(),
+            });
+        }
+    }
+    Ok(out)
+}

@@ -184,6 +184,9 @@ pub(crate) trait PassHost {
     fn has_phases(&self) -> bool;
     /// The pipeline's own phases (without the version phase), rules parsed and checked.
     fn pipeline_phases(&self) -> Result<Vec<Phase>, Error>;
+    /// The built-in fusions a conversion up from `source` to `target` runs
+    /// (`crate::rules::upward_fusion_phase`), without the rules the optimizer skips.
+    fn upward_fusion_phase(&self, source: i64, target: i64) -> Result<Option<Phase>, Error>;
     /// The extraction cost model in effect.
     fn cost_kind(&self) -> CostKind;
     /// Folds a model at its own opset: lift, fold, extract, no rule.

@@ -59,9 +59,7 @@ impl Pass for SaturateAtTarget {
         };
         let again = match !cx.host.has_phases() {
             false => cx.host.pipeline_phases()?,
-            true => crate::rules::upward_fusion_phase(s, t)?
-                .into_iter()
-                .collect(),
+            true => cx.host.upward_fusion_phase(s, t)?.into_iter().collect(),
         };
         if again.is_empty() {
             return Ok(Changes::new());

@@ -25,15 +25,17 @@ pub fn run(command: Command) -> Result<ExitCode> {
             for dir in &args.check_data {
                 optimizer = optimizer.check_data_dir(dir);
             }
-            let progress = super::progress::Progress::start();
+            for s in &args.skip {
+                optimizer = optimizer.skip(s);
+            }
+            let progress = (!args.quiet).then(super::progress::Progress::start);
             let outcome = optimize_file(&args.model, &args.output, &optimizer, None, &|phase| {
-                progress.set(phase)
+                if let Some(p) = &progress {
+                    p.set(phase)
+                }
             });
             drop(progress);
-            let outcome = outcome?;
-            warn_unchecked(&outcome.report);
-            print!("{}", render_table(&outcome));
-            Ok(ExitCode::SUCCESS)
+            finish(&outcome?, args.report.as_deref(), args.quiet)
         }
         Command::Run(args) => {
             let cfg = onnx_opt::RunConfig {
@@ -156,21 +158,50 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
         }
         optimizer = optimizer.fold(fold);
     }
-    let progress = super::progress::Progress::start();
+    for s in &args.skip {
+        optimizer = optimizer.skip(s);
+    }
+    let progress = (!args.quiet).then(super::progress::Progress::start);
     let outcome = optimize_file(
         &args.model,
         &args.output,
         &optimizer,
         args.external_threshold,
-        &|phase| progress.set(phase),
+        &|phase| {
+            if let Some(p) = &progress {
+                p.set(phase)
+            }
+        },
     );
     drop(progress);
-    let outcome = outcome?;
+    finish(&outcome?, args.report.as_deref(), args.quiet)
+}
+
+/// After a model is written: the warning when it is unchecked, the table (on stdout, or on
+/// stderr when the JSON report goes to stdout; none when quiet), and the JSON report.
+fn finish(
+    outcome: &onnx_opt::Outcome,
+    report: Option<&std::path::Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
     warn_unchecked(&outcome.report);
-    print!("{}", render_table(&outcome));
-    if let Some(path) = &args.report {
-        let json = serde_json::to_vec_pretty(&outcome)?;
-        onnx_proto::write_atomic(path, |w| w.write_all(&json))?;
+    let to_stdout = report.is_some_and(|p| p.as_os_str() == "-");
+    if !quiet {
+        match to_stdout {
+            true => eprint!("{}", render_table(outcome)),
+            false => print!("{}", render_table(outcome)),
+        }
+    }
+    if let Some(path) = report {
+        let json = serde_json::to_vec_pretty(outcome)?;
+        match to_stdout {
+            true => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&json)?;
+                out.write_all(b"\n")?;
+            }
+            false => onnx_proto::write_atomic(path, |w| w.write_all(&json))?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

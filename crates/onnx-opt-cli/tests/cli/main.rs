@@ -354,3 +354,85 @@ fn onnxruntime_layer_norm_below_17_loads_with_a_warning() {
     );
     assert!(out.is_file());
 }
+
+/// A model with an Identity before a Relu (the cleanup `identity_elim` removes it) and a
+/// MatMul + Add (the fusion `matmul_add_to_gemm` makes a Gemm).
+const SKIP_MODEL: &str = r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2, 3] x, float[3, 4] w, float[4] b) => (float[2, 4] y) {
+  t = Identity(x)
+  m = MatMul(t, w)
+  a = Add(m, b)
+  y = Relu(a)
+}"#;
+
+/// Optimizes `SKIP_MODEL` with extra arguments; the output's op types in order, and the run.
+fn optimize_skip_model(extra: &[&str]) -> (Vec<String>, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.onnxtxt");
+    std::fs::write(&m, SKIP_MODEL).unwrap();
+    let out = dir.path().join("out.onnx");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&m, &"-o", &out];
+    for e in extra {
+        args.push(e);
+    }
+    let o = onnx_opt(&args);
+    let ops = match o.status.success() {
+        true => onnx_opt::load(&out)
+            .unwrap()
+            .graph
+            .nodes_in_order()
+            .map(|(_, n)| n.op_type.to_string())
+            .collect(),
+        false => Vec::new(),
+    };
+    (ops, o)
+}
+
+#[test]
+fn skip_leaves_out_rules_by_name_file_label_and_passes_by_name() {
+    let (ops, o) = optimize_skip_model(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!ops.contains(&"Identity".to_string()), "{ops:?}");
+    assert!(ops.contains(&"Gemm".to_string()), "{ops:?}");
+    // By rule name: the Identity stays.
+    let (ops, o) = optimize_skip_model(&["--skip", "identity_elim"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(ops.contains(&"Identity".to_string()), "{ops:?}");
+    // By label and by file: no fusion, so no Gemm; the cleanups still run.
+    for skip in ["fusion", "fusion.rules", "rules/fusion.rules"] {
+        let (ops, o) = optimize_skip_model(&["--skip", skip]);
+        assert!(o.status.success(), "{skip}: {}", stderr(&o));
+        assert!(!ops.contains(&"Gemm".to_string()), "{skip}: {ops:?}");
+        assert!(!ops.contains(&"Identity".to_string()), "{skip}: {ops:?}");
+    }
+    // A pass by name: without saturation nothing changes.
+    let (ops, o) = optimize_skip_model(&["--skip", "saturate"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ops, ["Identity", "MatMul", "Add", "Relu"]);
+    // An unknown name is an error naming it and the close ones, and writes nothing.
+    let (_, o) = optimize_skip_model(&["--skip", "identity_elimm"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--skip identity_elimm: no rule, rule file, label or pass has this name"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean: identity_elim"), "{err}");
+}
+
+#[test]
+fn quiet_prints_nothing_and_report_dash_writes_the_json_on_stdout() {
+    let (_, o) = optimize_skip_model(&["--quiet", "--check", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(stderr(&o), "");
+    let (_, o) = optimize_skip_model(&["--report", "-", "--check", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is the JSON");
+    assert_eq!(json["nodes_before"], 4, "{json}");
+    assert!(stderr(&o).contains("nodes"), "the table goes to stderr");
+    let (_, o) = optimize_skip_model(&["--report", "-", "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok());
+    assert_eq!(stderr(&o), "");
+}
