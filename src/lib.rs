@@ -202,6 +202,17 @@ pub enum Error {
     /// The check itself could not run.
     #[error("check could not run")]
     Verify(#[source] Box<verify::VerifyError>),
+    /// An `--outputs` name ([`Optimizer::outputs`]) that is not an output of the model, or is
+    /// named twice.
+    #[error("--outputs {name}: {why} (the model's outputs: {})", outputs.join(", "))]
+    BadOutput {
+        /// The name given.
+        name: String,
+        /// `not an output of the model` or `named twice`.
+        why: &'static str,
+        /// The model's outputs, in order.
+        outputs: Vec<String>,
+    },
     /// A `--skip` ([`Optimizer::skip`]) that names no rule, rule file, label or pass.
     #[error(
         "--skip {name}: no rule, rule file, label or pass has this name{}",

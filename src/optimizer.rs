@@ -54,6 +54,8 @@ pub struct Optimizer {
     validate_passes: bool,
     /// Rules (by name, file or label) and passes (by name) left out.
     skip: Vec<String>,
+    /// The graph outputs kept (all when empty).
+    outputs: Vec<String>,
 }
 
 impl Default for Optimizer {
@@ -138,6 +140,7 @@ impl Optimizer {
             dims: BTreeMap::new(),
             tolerance: Tolerance::default(),
             skip: Vec::new(),
+            outputs: Vec::new(),
         }
     }
 
@@ -176,6 +179,66 @@ impl Optimizer {
     pub fn skip(mut self, name: &str) -> Self {
         self.skip.push(name.to_string());
         self
+    }
+
+    /// Keeps only these graph outputs, in this order; what only the others needed is removed
+    /// (onnxslim's `--outputs`). The check compares the kept outputs. A name that is not an
+    /// output of the model, or is named twice, is an [`Error::BadOutput`].
+    ///
+    /// ```
+    /// let model = onnx_opt::parse_text(
+    ///     r#"<ir_version: 8, opset_import: ["" : 13]>
+    ///        g (float[2, 3] x) => (float[2, 3] y, float[2, 3] z) { y = Relu(x)  z = Neg(x) }"#,
+    /// )?;
+    /// let out = onnx_opt::Optimizer::new().outputs(&["z"]).optimize(&model)?;
+    /// let ops: Vec<_> = out.model.graph.nodes_in_order().map(|(_, n)| n.op_type.to_string()).collect();
+    /// assert_eq!(ops, ["Neg"]);
+    /// # Ok::<(), onnx_opt::Error>(())
+    /// ```
+    pub fn outputs(mut self, names: &[&str]) -> Self {
+        self.outputs = names.iter().map(|n| n.to_string()).collect();
+        self
+    }
+
+    /// The model with only the outputs `outputs` names, in that order (the declarations of the
+    /// outputs kept move with them).
+    fn keep_outputs(&self, model: &Model) -> Result<Model, Error> {
+        let g = &model.graph;
+        let names: Vec<String> = g
+            .outputs
+            .iter()
+            .map(|&v| g.value(v).name.to_string())
+            .collect();
+        let mut picked: Vec<usize> = Vec::new();
+        for want in &self.outputs {
+            let bad = |why| Error::BadOutput {
+                name: want.clone(),
+                why,
+                outputs: names.clone(),
+            };
+            let i = names
+                .iter()
+                .position(|n| n == want)
+                .ok_or_else(|| bad("not an output of the model"))?;
+            if picked.contains(&i) {
+                return Err(bad("named twice"));
+            }
+            picked.push(i);
+        }
+        let mut out = model.clone();
+        let g = &mut out.graph;
+        g.outputs = picked.iter().map(|&i| model.graph.outputs[i]).collect();
+        let overrides = std::mem::take(&mut g.info_overrides);
+        g.info_overrides = overrides
+            .into_iter()
+            .filter_map(|((list, i), o)| match list {
+                onnx_ir::InfoList::Output => {
+                    picked.iter().position(|&p| p == i).map(|j| ((list, j), o))
+                }
+                _ => Some(((list, i), o)),
+            })
+            .collect();
+        Ok(out)
     }
 
     /// The `skip` names resolved against every rule and pass this optimizer can run.
@@ -368,6 +431,14 @@ impl Optimizer {
     /// off. A difference is an [`Error::Mismatch`] naming the first output that differs and the
     /// rule that broke it.
     pub fn optimize(&self, model: &Model) -> Result<Optimized, Error> {
+        let kept;
+        let model = match self.outputs.is_empty() {
+            true => model,
+            false => {
+                kept = self.keep_outputs(model)?;
+                &kept
+            }
+        };
         let origin = crate::model_origin(model);
         let phases = self.phases()?;
         let original = model.to_proto();

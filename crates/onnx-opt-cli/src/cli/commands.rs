@@ -161,6 +161,10 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
     for s in &args.skip {
         optimizer = optimizer.skip(s);
     }
+    if !args.outputs.is_empty() {
+        let names: Vec<&str> = args.outputs.iter().map(String::as_str).collect();
+        optimizer = optimizer.outputs(&names);
+    }
     let progress = (!args.quiet).then(super::progress::Progress::start);
     let outcome = optimize_file(
         &args.model,

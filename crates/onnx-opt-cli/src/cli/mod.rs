@@ -110,6 +110,10 @@ pub struct OptimizeArgs {
     /// Land at this opset of the default domain (only operators legal there are extracted).
     #[arg(long, value_name = "N")]
     pub target_opset: Option<i64>,
+    /// Keep only these graph outputs, in this order (`--outputs a b` or `--outputs a,b`); what
+    /// only the others needed is removed.
+    #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub outputs: Vec<String>,
     #[command(flatten)]
     pub rules: RuleArgs,
 }

@@ -436,3 +436,57 @@ fn quiet_prints_nothing_and_report_dash_writes_the_json_on_stdout() {
     assert!(serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok());
     assert_eq!(stderr(&o), "");
 }
+
+#[test]
+fn outputs_keeps_only_the_named_outputs_and_what_they_need() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("two.onnxtxt");
+    std::fs::write(
+        &m,
+        r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[2, 3] x) => (float[2, 3] y, float[2, 3] z, float[2, 3] w) {
+  y = Relu(x)
+  z = Neg(x)
+  w = Exp(x)
+}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out.onnx");
+    for args in [["--outputs", "w", "z"], ["--outputs", "w,z", "--quiet"]] {
+        let o = onnx_opt(&[&m, &"-o", &out, &args[0], &args[1], &args[2]]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let model = onnx_opt::load(&out).unwrap();
+        let g = &model.graph;
+        let outs: Vec<&str> = g
+            .outputs
+            .iter()
+            .map(|&v| g.value(v).name.as_str())
+            .collect();
+        assert_eq!(outs, ["w", "z"]);
+        let ops: Vec<String> = g
+            .nodes_in_order()
+            .map(|(_, n)| n.op_type.to_string())
+            .collect();
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        assert!(!ops.contains(&"Relu".to_string()), "{ops:?}");
+    }
+    std::fs::remove_file(&out).unwrap();
+    for (args, why) in [
+        (
+            vec!["--outputs", "v"],
+            "--outputs v: not an output of the model",
+        ),
+        (vec!["--outputs", "z,z"], "--outputs z: named twice"),
+    ] {
+        let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&m, &"-o", &out];
+        for x in &args {
+            a.push(x);
+        }
+        let o = onnx_opt(&a);
+        assert_eq!(o.status.code(), Some(1));
+        let err = stderr(&o);
+        assert!(err.contains(why), "{err}");
+        assert!(err.contains("(the model's outputs: y, z, w)"), "{err}");
+        assert!(!out.exists(), "nothing is written");
+    }
+}
