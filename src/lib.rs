@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 
 mod files;
 mod info;
+mod input_shapes;
 mod model;
 mod optimizer;
 mod passes;
@@ -202,6 +203,15 @@ pub enum Error {
     /// The check itself could not run.
     #[error("check could not run")]
     Verify(#[source] Box<verify::VerifyError>),
+    /// An `--input-shape` ([`Optimizer::input_shape`]) that names no input of the model or
+    /// contradicts its declared shape.
+    #[error("--input-shape {name}: {message}")]
+    BadInputShape {
+        /// The input named.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
     /// An `--outputs` name ([`Optimizer::outputs`]) that is not an output of the model, or is
     /// named twice.
     #[error("--outputs {name}: {why} (the model's outputs: {})", outputs.join(", "))]

@@ -56,6 +56,8 @@ pub struct Optimizer {
     skip: Vec<String>,
     /// The graph outputs kept (all when empty).
     outputs: Vec<String>,
+    /// Fixed shapes of graph inputs.
+    input_shapes: Vec<(String, Vec<i64>)>,
 }
 
 impl Default for Optimizer {
@@ -141,6 +143,7 @@ impl Optimizer {
             tolerance: Tolerance::default(),
             skip: Vec::new(),
             outputs: Vec::new(),
+            input_shapes: Vec::new(),
         }
     }
 
@@ -197,6 +200,27 @@ impl Optimizer {
     /// ```
     pub fn outputs(mut self, names: &[&str]) -> Self {
         self.outputs = names.iter().map(|n| n.to_string()).collect();
+        self
+    }
+
+    /// Gives a graph input a fixed shape before optimizing (onnxsim's
+    /// `--overwrite-input-shape`): its symbolic dims become these values in every declaration of
+    /// the main graph that names them, so shape arithmetic folds. Repeatable. A shape that
+    /// contradicts the model (rank, a known dim, a symbol given two sizes) or an unknown input
+    /// is an [`Error::BadInputShape`].
+    ///
+    /// ```
+    /// let model = onnx_opt::parse_text(
+    ///     r#"<ir_version: 8, opset_import: ["" : 13]>
+    ///        g (float[n, 3] x) => (int64[2] s) { s = Shape(x) }"#,
+    /// )?;
+    /// let out = onnx_opt::Optimizer::new().input_shape("x", &[4, 3]).optimize(&model)?;
+    /// let g = &out.model.graph;
+    /// assert!(g.nodes_in_order().all(|(_, n)| n.op_type.as_str() != "Shape"), "folded");
+    /// # Ok::<(), onnx_opt::Error>(())
+    /// ```
+    pub fn input_shape(mut self, name: &str, dims: &[i64]) -> Self {
+        self.input_shapes.push((name.to_string(), dims.to_vec()));
         self
     }
 
@@ -431,12 +455,17 @@ impl Optimizer {
     /// off. A difference is an [`Error::Mismatch`] naming the first output that differs and the
     /// rule that broke it.
     pub fn optimize(&self, model: &Model) -> Result<Optimized, Error> {
-        let kept;
-        let model = match self.outputs.is_empty() {
+        let prepared;
+        let model = match self.outputs.is_empty() && self.input_shapes.is_empty() {
             true => model,
             false => {
-                kept = self.keep_outputs(model)?;
-                &kept
+                let mut m = match self.outputs.is_empty() {
+                    true => model.clone(),
+                    false => self.keep_outputs(model)?,
+                };
+                crate::input_shapes::set_input_shapes(&mut m, &self.input_shapes)?;
+                prepared = m;
+                &prepared
             }
         };
         let origin = crate::model_origin(model);

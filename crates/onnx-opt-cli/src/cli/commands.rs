@@ -161,6 +161,9 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
     for s in &args.skip {
         optimizer = optimizer.skip(s);
     }
+    for (name, dims) in &args.input_shapes {
+        optimizer = optimizer.input_shape(name, dims);
+    }
     if !args.outputs.is_empty() {
         let names: Vec<&str> = args.outputs.iter().map(String::as_str).collect();
         optimizer = optimizer.outputs(&names);

@@ -110,6 +110,10 @@ pub struct OptimizeArgs {
     /// Land at this opset of the default domain (only operators legal there are extracted).
     #[arg(long, value_name = "N")]
     pub target_opset: Option<i64>,
+    /// Give a graph input a fixed shape (repeatable): its symbolic dims become these values in
+    /// the output model, and shape arithmetic folds through them.
+    #[arg(long = "input-shape", value_name = "NAME:D1,D2,...", value_parser = parse_input_shape)]
+    pub input_shapes: Vec<(String, Vec<i64>)>,
     /// Keep only these graph outputs, in this order (`--outputs a b` or `--outputs a,b`); what
     /// only the others needed is removed.
     #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
@@ -233,6 +237,27 @@ fn parse_dim(s: &str) -> anyhow::Result<(String, i64)> {
         anyhow::bail!("dimension {name} must not be negative");
     }
     Ok((name.to_string(), v))
+}
+
+/// Parses `--input-shape NAME:1,3,224,224` (the name may hold `:`; the last one splits).
+fn parse_input_shape(s: &str) -> anyhow::Result<(String, Vec<i64>)> {
+    let (name, dims) = s
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow::anyhow!("expected NAME:D1,D2,..., got '{s}'"))?;
+    let dims = match dims.trim() {
+        "" => Vec::new(),
+        d => d
+            .split(',')
+            .map(|x| {
+                x.trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|v| *v >= 0)
+                    .ok_or_else(|| anyhow::anyhow!("'{x}' is not a dim (an integer >= 0)"))
+            })
+            .collect::<anyhow::Result<_>>()?,
+    };
+    Ok((name.to_string(), dims))
 }
 
 /// Arguments of `run`.

@@ -490,3 +490,47 @@ g (float[2, 3] x) => (float[2, 3] y, float[2, 3] z, float[2, 3] w) {
         assert!(!out.exists(), "nothing is written");
     }
 }
+
+#[test]
+fn input_shape_fixes_symbolic_dims_and_folds_shape_arithmetic() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("dyn.onnxtxt");
+    std::fs::write(
+        &m,
+        r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[batch, 3] x) => (float[batch, 3] y, int64[2] s) {
+  y = Relu(x)
+  s = Shape(x)
+}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = onnx_opt(&[&m, &"-o", &out, &"--input-shape", &"x:4,3", &"--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = onnx_opt(&[&"print", &out]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("(float[4,3] x) => (float[4,3] y, int64[2] s)"),
+        "{text}"
+    );
+    assert!(!text.contains("Shape ("), "the Shape is folded: {text}");
+    std::fs::remove_file(&out).unwrap();
+    for (shape, why) in [
+        (
+            "x:4",
+            "--input-shape x: the model's input has rank 2, the shape given 1 dims",
+        ),
+        ("x:4,5", "--input-shape x: dim 1 is 3 in the model, not 5"),
+        (
+            "q:1",
+            "--input-shape q: not an input of the model (its inputs: x)",
+        ),
+    ] {
+        let o = onnx_opt(&[&m, &"-o", &out, &"--input-shape", &shape]);
+        assert_eq!(o.status.code(), Some(1), "{shape}");
+        assert!(stderr(&o).contains(why), "{}", stderr(&o));
+        assert!(!out.exists(), "nothing is written");
+    }
+    let o = onnx_opt(&[&m, &"-o", &out, &"--input-shape", &"x:4,-1"]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+}
