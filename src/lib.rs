@@ -119,10 +119,11 @@ pub enum Error {
         #[source]
         source: onnx_ir::IrError,
     },
-    /// A model that fails the checker.
+    /// A model that fails the checker (a file loaded, or a model given to
+    /// [`Optimizer::optimize`]: it refuses an invalid model before optimizing).
     #[error("{path}: the model fails the checker:\n  {}", errors.join("\n  "))]
     Check {
-        /// The file.
+        /// The file (`<graph NAME>` for a model given in memory).
         path: PathBuf,
         /// Every problem found.
         errors: Vec<String>,

@@ -453,7 +453,8 @@ impl Optimizer {
     /// Optimizes a model (its main graph and every subgraph) by the pipeline's passes, then
     /// checks the result against the original in the reference interpreter unless the check is
     /// off. A difference is an [`Error::Mismatch`] naming the first output that differs and the
-    /// rule that broke it.
+    /// rule that broke it. A model that fails the checker is refused before anything runs
+    /// ([`Error::Check`], every problem listed).
     pub fn optimize(&self, model: &Model) -> Result<Optimized, Error> {
         let prepared;
         let model = match self.outputs.is_empty() && self.input_shapes.is_empty() {
@@ -469,6 +470,12 @@ impl Optimizer {
             }
         };
         let origin = crate::model_origin(model);
+        if let Err(errors) = onnx_ir::check_model(model) {
+            return Err(Error::Check {
+                path: origin.into(),
+                errors: errors.iter().map(ToString::to_string).collect(),
+            });
+        }
         let phases = self.phases()?;
         let original = model.to_proto();
         let before = ModelInfo::of(&original);

@@ -1,6 +1,6 @@
 //! Operators the target opset does not have, written with their schema's function body: when a
-//! conversion goes below the opset that introduced an op (MeanVarianceNormalization below 9,
-//! the window functions below 17, ...), each node of it is replaced by the context-independent
+//! conversion goes below the opset that introduced an op (DynamicQuantizeLinear below 11),
+//! each node of it is replaced by the context-independent
 //! body onnx gives (attribute references resolved from the node, else the schema's defaults;
 //! nested ops the target lacks expanded the same way), and the body then converts with the
 //! graph. The result is checked against the original like any conversion.
@@ -14,6 +14,8 @@
 //! model's opset; LayerNormalization with its statistics outputs takes an instance, which the
 //! rules do not cover. So this pass writes the bodies those rules cannot: several outputs
 //! (DynamicQuantizeLinear), a body built per node, a Loop (Range below 11 is hand-written).
+//! A body's variance written as `E[x^2] - E[x]^2` (LayerNormalization's instances) is
+//! rewritten to the two-pass `E[(x - E[x])^2]` first (`two_pass_variance`).
 //! Not used: the bodies listed in `UNSOUND_BODIES` (AffineGrid's differs from the op at a size
 //! of 1), and a body whose ops bind, at the model's opset, versions of another signature than
 //! at its own.
@@ -94,10 +96,11 @@ fn lacking(op: &str, model_opset: i64, target: i64) -> Option<&'static onnx_sche
 /// signature there as at the body's own opset), with the schema's attribute defaults as the
 /// function's; in the IR (a body the IR cannot represent is not used).
 fn usable(
-    body: FunctionProto,
+    mut body: FunctionProto,
     schema: &onnx_schema::OpSchema,
     model_opset: i64,
 ) -> Option<Function> {
+    two_pass_variance(&mut body);
     let mut body = Function::from_proto(body).ok()?;
     let reg = onnx_schema::registry();
     let fv = version_in(&body.opset_imports, "")?;
@@ -121,6 +124,169 @@ fn usable(
         }
     }
     Some(body)
+}
+
+/// Rewrites each variance a body computes as `E[x^2] - E[x]^2` (`Sub(ReduceMean(Sq(x)),
+/// Sq(ReduceMean(x)))`, both means with the same axes and attributes, keeping dims; `Sq(v)` is
+/// `Mul(v, v)` or `Pow(v, 2)`) into the two-pass `E[(x - E[x])^2]`: the mean of the squared
+/// deviations, as the ops' documentation writes it and the reference interpreter computes it
+/// (the check's oracle; onnxruntime's CPU LayerNormalization sums x and x^2 in one pass in X's
+/// type). The one-pass form cancels catastrophically when the spread of `x` is small against
+/// its mean: in float, a row of two values near 1.4 that differ by 1.9e-3 (variance 8.9e-7)
+/// loses a fifth of its variance to the rounding of `E[x^2]` (its ulp is 1.2e-7), and
+/// LayerNormalization's output 0.8% (fuzz seed 0xe3779b97f4a7ebf9); the variance may even come
+/// out negative (NaN from MeanVarianceNormalization's Sqrt). The schema bodies of
+/// LayerNormalization (the instances with its statistics outputs) and MeanVarianceNormalization
+/// are written this way. Returns how many variances were rewritten; the squares and means only
+/// they read are dropped.
+fn two_pass_variance(body: &mut FunctionProto) -> usize {
+    use onnx_proto::NodeProto;
+    fn op_is(n: &NodeProto, op: &str) -> bool {
+        n.op_type.as_deref() == Some(op)
+            && onnx_schema::normalize_domain(n.domain.as_deref().unwrap_or("")).is_empty()
+    }
+    let producer = |nodes: &[NodeProto], name: &str| -> Option<usize> {
+        let made = |n: &NodeProto| n.output.iter().any(|o| o == name);
+        nodes.iter().position(made).filter(|_| !name.is_empty())
+    };
+    // Whether a Constant node holds the single value 2.
+    let is_two = |n: &NodeProto| {
+        op_is(n, "Constant")
+            && n.attribute.iter().any(|a| match a.name.as_deref() {
+                Some("value") => a.t.as_ref().is_some_and(|t| {
+                    onnx_ref::Tensor::from_proto(t)
+                        .ok()
+                        .and_then(|t| t.to_f64_vec().ok())
+                        .is_some_and(|v| v == [2.0])
+                }),
+                Some("value_float") => a.f == Some(2.0),
+                _ => false,
+            })
+    };
+    // `v` when node `i` squares `v`, with the nodes it reads besides (Pow's exponent).
+    let square_of = |nodes: &[NodeProto], i: usize| -> Option<(String, Vec<usize>)> {
+        let n = &nodes[i];
+        if op_is(n, "Mul") && n.input.len() == 2 && n.input[0] == n.input[1] {
+            return Some((n.input[0].clone(), vec![]));
+        }
+        if op_is(n, "Pow") && n.input.len() == 2 {
+            let e = producer(nodes, &n.input[1])?;
+            return is_two(&nodes[e]).then(|| (n.input[0].clone(), vec![e]));
+        }
+        None
+    };
+    let keeps_dims = |n: &NodeProto| {
+        n.attribute
+            .iter()
+            .filter(|a| a.name.as_deref() == Some("keepdims"))
+            .all(|a| a.ref_attr_name.as_deref().unwrap_or("").is_empty() && a.i == Some(1))
+    };
+    // A mean the variance may take: ReduceMean keeping dims, one output.
+    let mean = |nodes: &[NodeProto], name: &str| -> Option<usize> {
+        let i = producer(nodes, name)?;
+        let n = &nodes[i];
+        (op_is(n, "ReduceMean") && keeps_dims(n) && n.output.len() == 1 && !n.input.is_empty())
+            .then_some(i)
+    };
+    let mut names = BTreeSet::new();
+    fn all_names(nodes: &[NodeProto], out: &mut BTreeSet<String>) {
+        for n in nodes {
+            out.extend(n.input.iter().chain(&n.output).cloned());
+            for a in &n.attribute {
+                for g in a.g.iter().chain(&a.graphs) {
+                    all_names(&g.node, out);
+                }
+            }
+        }
+    }
+    all_names(&body.node, &mut names);
+    names.extend(body.input.iter().chain(&body.output).cloned());
+    let mut fresh = |base: &str| {
+        let mut name = base.to_string();
+        let mut k = 1;
+        while !names.insert(name.clone()) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        name
+    };
+    let mut rewritten = 0;
+    let mut candidates: BTreeSet<String> = BTreeSet::new();
+    let mut i = 0;
+    while i < body.node.len() {
+        let nodes = &body.node;
+        let n = &nodes[i];
+        let found = (|| {
+            if !op_is(n, "Sub") || n.input.len() != 2 || n.output.len() != 1 {
+                return None;
+            }
+            let mean_sq = mean(nodes, &n.input[0])?;
+            let sq = producer(nodes, &nodes[mean_sq].input[0])?;
+            let (x, sq_reads) = square_of(nodes, sq)?;
+            let sq_mean = producer(nodes, &n.input[1])?;
+            let (m, sq_mean_reads) = square_of(nodes, sq_mean)?;
+            let m_node = mean(nodes, &m)?;
+            let (a, b) = (&nodes[mean_sq], &nodes[m_node]);
+            let same_mean =
+                b.input[0] == x && a.input[1..] == b.input[1..] && a.attribute == b.attribute;
+            same_mean.then(|| {
+                let reads = [mean_sq, sq, sq_mean].into_iter().chain(sq_reads);
+                let reads: Vec<usize> = reads.chain(sq_mean_reads).collect();
+                (x, m, mean_sq, reads)
+            })
+        })();
+        let Some((x, m, mean_sq, reads)) = found else {
+            i += 1;
+            continue;
+        };
+        candidates.extend(reads.iter().flat_map(|&r| body.node[r].output.clone()));
+        let var = body.node[i].output[0].clone();
+        let centered = fresh(&format!("{var}_Centered"));
+        let squared = fresh(&format!("{var}_CenteredSquared"));
+        let node = |op: &str, input: Vec<String>, output: String| NodeProto {
+            op_type: Some(op.to_string()),
+            domain: body.node[i].domain.clone(),
+            input,
+            output: vec![output],
+            ..Default::default()
+        };
+        let sub = node("Sub", vec![x, m], centered.clone());
+        let mul = node("Mul", vec![centered.clone(), centered], squared.clone());
+        let mut reduce = body.node[mean_sq].clone();
+        reduce.name = None;
+        reduce.input[0] = squared;
+        reduce.output = vec![var];
+        body.node.splice(i..=i, [sub, mul, reduce]);
+        rewritten += 1;
+        i += 3;
+    }
+    // The squares and means only the rewritten variances read.
+    loop {
+        let mut used = BTreeSet::new();
+        fn inputs(nodes: &[NodeProto], out: &mut BTreeSet<String>) {
+            for n in nodes {
+                out.extend(n.input.iter().cloned());
+                for a in &n.attribute {
+                    for g in a.g.iter().chain(&a.graphs) {
+                        inputs(&g.node, out);
+                        out.extend(g.output.iter().filter_map(|o| o.name.clone()));
+                    }
+                }
+            }
+        }
+        inputs(&body.node, &mut used);
+        used.extend(body.output.iter().cloned());
+        let unread = |o: &String| candidates.contains(o) && !used.contains(o);
+        let dead =
+            (body.node.iter()).position(|n| !n.output.is_empty() && n.output.iter().all(unread));
+        match dead {
+            Some(d) => {
+                body.node.remove(d);
+            }
+            None => break,
+        }
+    }
+    rewritten
 }
 
 /// The attribute names a body refers to (`@name`), subgraphs included.
@@ -429,4 +595,85 @@ fn fold_constant_ifs(mut model: Model, cx: &super::PassContext<'_>) -> Result<Mo
         }
     }
     Ok(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ops of a body's top-level nodes, in order.
+    fn ops(body: &FunctionProto) -> Vec<&str> {
+        body.node
+            .iter()
+            .map(|n| n.op_type.as_deref().unwrap_or(""))
+            .collect()
+    }
+
+    /// Whether a body still computes a variance as `E[x^2] - E[x]^2`: a Sub from a mean (the
+    /// two-pass form subtracts a mean only from the values).
+    fn one_pass(body: &FunctionProto) -> bool {
+        let producer = |name: &str| {
+            body.node
+                .iter()
+                .find(|n| n.output.iter().any(|o| o == name))
+        };
+        body.node.iter().any(|n| {
+            n.op_type.as_deref() == Some("Sub")
+                && producer(&n.input[0]).is_some_and(|m| m.op_type.as_deref() == Some("ReduceMean"))
+        })
+    }
+
+    /// LayerNormalization's recorded instances (17 and 18) and MeanVarianceNormalization's
+    /// body compute the variance in one pass; each is rewritten once to the two-pass form, the
+    /// squares and means only that read dropped, and the result is a valid IR function.
+    #[test]
+    fn schema_variances_are_rewritten_to_two_passes() {
+        let reg = onnx_schema::registry();
+        let mut bodies = Vec::new();
+        for opset in [17, 18] {
+            let schema = reg.lookup("", "LayerNormalization", opset).unwrap();
+            let instances = schema.context_dependent_function_instances(opset);
+            assert!(
+                !instances.is_empty(),
+                "LayerNormalization-{opset} instances"
+            );
+            bodies.extend(instances.iter().map(|i| i.body.clone()));
+        }
+        let mvn = reg.lookup("", "MeanVarianceNormalization", 13).unwrap();
+        bodies.push(mvn.function_body(13).expect("MVN has a body"));
+        for mut body in bodies {
+            assert!(one_pass(&body), "{:?}", ops(&body));
+            let before = body.node.len();
+            assert_eq!(two_pass_variance(&mut body), 1, "{:?}", ops(&body));
+            assert!(!one_pass(&body), "{:?}", ops(&body));
+            // Sub, Mul, ReduceMean for one Sub; the two squares and the mean of squares gone
+            // (and MVN's exponent constant).
+            assert!(body.node.len() < before, "{:?}", ops(&body));
+            assert!(!ops(&body).contains(&"Pow"), "{:?}", ops(&body));
+            assert_eq!(two_pass_variance(&mut body), 0);
+            Function::from_proto(body).expect("the rewritten body is a valid function");
+        }
+    }
+
+    /// A Sub of means over other axes, or of a square of another value, is not a variance.
+    #[test]
+    fn two_pass_variance_leaves_other_differences() {
+        let text = r#"
+            <domain: "d", opset_import: ["" : 13]>
+            f (x, y) => (a, b) {
+               sq = Mul (x, x)
+               m = ReduceMean <axes: ints = [1]> (x)
+               ms = ReduceMean <axes: ints = [0]> (sq)
+               mm = Mul (m, m)
+               a = Sub (ms, mm)
+               ys = Mul (y, y)
+               mys = ReduceMean <axes: ints = [1]> (ys)
+               b = Sub (mys, mm)
+            }
+        "#;
+        let mut body = onnx_text::parse_function(text).expect("parses");
+        let before = body.clone();
+        assert_eq!(two_pass_variance(&mut body), 0);
+        assert_eq!(body, before);
+    }
 }

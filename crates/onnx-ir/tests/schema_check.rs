@@ -406,6 +406,103 @@ fn calls_of_model_local_functions_use_the_function_signature() {
     check(m, &[]);
 }
 
+/// An input the model declares no type for is checked with the type inference gives it (as
+/// onnx's full check, which infers first), through calls of model-local functions too, and past
+/// a node inference cannot get through.
+#[test]
+fn undeclared_inputs_are_checked_with_their_inferred_types() {
+    let sin_of = |value: &str, ty: &str| {
+        format!(
+            "node 1 's' (Sin): input 0 '{value}' has type {ty} (inferred: the model declares none), which Sin-7 does not allow for input (T)"
+        )
+    };
+    // A sequence into Sin, which takes tensors; a MatMul inference rejects (2 by 3) before it.
+    let mut w = vi("w", &[3]);
+    w.name = Some("w".into());
+    let mut g = graph(
+        "main",
+        &["x"],
+        &["y"],
+        vec![
+            node("SequenceConstruct", "seq", &["x"], &["t"]),
+            node("Sin", "s", &["t"], &["y"]),
+            node("MatMul", "mm", &["x", "w"], &["z"]),
+        ],
+    );
+    g.node.swap(0, 2);
+    g.node.swap(1, 2);
+    g.input.push(w);
+    assert_eq!(
+        g.node
+            .iter()
+            .map(|n| n.name.as_deref().unwrap())
+            .collect::<Vec<_>>(),
+        ["mm", "seq", "s"]
+    );
+    let sin_index = |msg: String| msg.replace("node 1 's'", "node 2 's'");
+    check(model(g), &[&sin_index(sin_of("t", "seq(tensor(float))"))]);
+
+    // The sequence made by a model-local function.
+    let make_seq = FunctionProto {
+        name: Some("MakeSeq".into()),
+        domain: Some("custom".into()),
+        input: vec!["a".into()],
+        output: vec!["b".into()],
+        node: vec![node("SequenceConstruct", "body", &["a"], &["b"])],
+        opset_import: vec![opset("", 17)],
+        ..Default::default()
+    };
+    let mut call = node("MakeSeq", "call", &["x"], &["t"]);
+    call.domain = Some("custom".into());
+    let mut m = model(graph(
+        "main",
+        &["x"],
+        &["y"],
+        vec![call, node("Sin", "s", &["t"], &["y"])],
+    ));
+    m.opset_import.push(opset("custom", 1));
+    m.functions = vec![make_seq];
+    check(m, &[&sin_of("t", "seq(tensor(float))")]);
+
+    // A function's attribute reference takes the call's value, else the function's default.
+    let mut cast = node("Cast", "body", &["a"], &["b"]);
+    cast.attribute = vec![AttributeProto {
+        name: Some("to".into()),
+        r#type: Some(AttributeType::Int as i32),
+        ref_attr_name: Some("to".into()),
+        ..Default::default()
+    }];
+    let cast_to = FunctionProto {
+        name: Some("CastTo".into()),
+        domain: Some("custom".into()),
+        input: vec!["a".into()],
+        output: vec!["b".into()],
+        attribute_proto: vec![int_attr("to", DataType::Float as i64)],
+        node: vec![cast],
+        opset_import: vec![opset("", 17)],
+        ..Default::default()
+    };
+    let with_call = |to: Option<DataType>| {
+        let mut call = node("CastTo", "call", &["x"], &["t"]);
+        call.domain = Some("custom".into());
+        call.attribute = to.map(|t| int_attr("to", t as i64)).into_iter().collect();
+        let mut m = model(graph(
+            "main",
+            &["x"],
+            &["y"],
+            vec![call, node("Sin", "s", &["t"], &["y"])],
+        ));
+        m.opset_import.push(opset("custom", 1));
+        m.functions = vec![cast_to.clone()];
+        m
+    };
+    check(
+        with_call(Some(DataType::Int64)),
+        &[&sin_of("t", "tensor(int64)")],
+    );
+    check(with_call(None), &[]);
+}
+
 /// The checker's report for a model, as messages: (errors, warnings).
 fn report(proto: ModelProto) -> (Vec<String>, Vec<String>) {
     let model = Model::from_proto(proto).expect("conversion is total");

@@ -80,6 +80,7 @@ pub(crate) fn check_functions(
             ir_version,
             opsets: &f.opset_imports,
             schema,
+            inferred: None,
         };
         checker.check(
             body,

@@ -4,7 +4,7 @@
 //! lexical scopes: a subgraph sees the names its enclosing graphs defined before the node
 //! that holds it, its inputs may reuse outer names, its node outputs may not.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use onnx_proto::{attribute_proto::AttributeType, type_proto, AttributeProto, TensorProto};
 
@@ -37,6 +37,9 @@ pub(crate) struct GraphChecker<'a> {
     pub(crate) opsets: &'a [OpsetImport],
     /// The schema checks, when switched on.
     pub(crate) schema: Option<&'a SchemaChecker<'a>>,
+    /// The type strings inference gives the values of the main graph (when this walks the
+    /// main graph and its subgraphs, with schema checks on).
+    pub(crate) inferred: Option<&'a BTreeMap<String, String>>,
 }
 
 fn node_ref(graph: &Graph, index: usize, id: NodeId) -> NodeRef {
@@ -322,6 +325,7 @@ impl GraphChecker<'_> {
             let scope = TypeScope {
                 graph,
                 outer: enclosing,
+                inferred: self.inferred,
             };
             let mut problems = Vec::new();
             schema.check_node(&scope, node, opset, &mut problems);

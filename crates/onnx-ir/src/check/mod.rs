@@ -1,10 +1,13 @@
 //! The checker: what `onnx.checker.check_model(model, full_check=True)` verifies, without
-//! shape inference. Structural rules (IR version and opset imports, SSA, topological order,
+//! its shape checks. Structural rules (IR version and opset imports, SSA, topological order,
 //! defined names across subgraph scopes, graph outputs, declarations, initializers,
 //! attributes, model-local functions) and, unless [`CheckOptions::schema_checks`] is off,
 //! schema rules per node (operator known at the imported opset, arity, attribute names and
 //! types, required attributes, declared types against type constraints, calls of model-local
-//! functions against their signature). Every problem is collected; none stops the check.
+//! functions against their signature). An input of the main graph's values that the model does
+//! not type is checked with the type inference gives it (through calls of model-local
+//! functions), as the full check infers types before it checks them. Every problem is
+//! collected; none stops the check.
 //!
 //! Layout: `graph` walks a graph and its subgraphs, `function` checks model-local functions,
 //! `tensor` checks tensors, `schema` checks a node against its operator schema, `error`
@@ -16,7 +19,10 @@ mod graph;
 mod schema;
 mod tensor;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use onnx_schema::infer::InferOptions;
+use onnx_schema::{normalize_domain, type_str_of};
 
 pub use error::{CheckError, NodeRef, TensorProblem};
 pub use schema::{Port, SchemaProblem};
@@ -170,10 +176,12 @@ pub fn check_model_report(model: &Model, options: &CheckOptions) -> CheckReport 
         functions: &model.functions,
         ir_version: ir,
     });
+    let inferred = schema.as_ref().map(|_| inferred_types(model, &opsets));
     let checker = GraphChecker {
         ir_version: ir,
         opsets: &opsets,
         schema: schema.as_ref(),
+        inferred: inferred.as_ref(),
     };
     checker.check(
         &model.graph,
@@ -187,6 +195,28 @@ pub fn check_model_report(model: &Model, options: &CheckOptions) -> CheckReport 
     }
     let (warnings, errors) = errors.into_iter().partition(CheckError::is_warning);
     CheckReport { errors, warnings }
+}
+
+/// The type strings inference gives the main graph's values (through calls of model-local
+/// functions, a node it cannot infer left unknown), for the type constraints of values the
+/// model does not declare: onnx's full check infers before it checks them.
+fn inferred_types(model: &Model, opsets: &[OpsetImport]) -> BTreeMap<String, String> {
+    let graph = model.graph.to_proto();
+    let functions: Vec<_> = model.functions.iter().map(|f| f.to_proto()).collect();
+    let opsets = opsets
+        .iter()
+        .map(|o| (normalize_domain(&o.domain).to_string(), o.version))
+        .collect();
+    let options = InferOptions {
+        functions: &functions,
+        lenient: true,
+    };
+    let Ok(inferred) = onnx_schema::infer::infer_graph_with(&graph, &opsets, options) else {
+        return BTreeMap::new();
+    };
+    (inferred.types.iter())
+        .filter_map(|(name, ty)| Some((name.clone(), type_str_of(ty)?)))
+        .collect()
 }
 
 fn check_opset_versions(imports: &[OpsetImport], errors: &mut Vec<CheckError>) {

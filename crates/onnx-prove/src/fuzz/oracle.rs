@@ -3,7 +3,8 @@
 //! 1. The optimization runs under `catch_unwind`: a panic is a failure; an `Err` is a failure
 //!    too, except `NotExpressible` under a target opset and `Unsupported` (a conversion the
 //!    optimizer documents it does not do, such as a model with local functions to another
-//!    opset): refusals the user is told about.
+//!    opset), and `Check` (the input fails the checker: a model read from a file; generated
+//!    models that do pass it never become cases): refusals the user is told about.
 //! 2. The result passes `onnx_ir::check_model`.
 //! 3. Graph inputs (initializers aside) and outputs keep their names, order and types (element
 //!    types; for a sequence or an optional, its kind and element type).
@@ -68,8 +69,8 @@ pub enum Verdict {
         /// Trials compared (those where the original runs).
         trials: usize,
     },
-    /// The optimizer refused cleanly: no equivalent at the target opset, or a documented
-    /// unsupported conversion.
+    /// The optimizer refused cleanly: no equivalent at the target opset, a documented
+    /// unsupported conversion, or an input model that fails the checker.
     Refused(String),
     /// A check failed.
     Failed(Failure),
@@ -128,6 +129,7 @@ fn optimize_caught(case: &FuzzCase, optimizer: &Optimizer) -> Result<onnx_ir::Mo
             source: e @ (EGraphError::NotExpressible { .. } | EGraphError::Unsupported(_)),
             ..
         })) => Err(Verdict::Refused(e.to_string())),
+        Ok(Err(e @ Error::Check { .. })) => Err(Verdict::Refused(e.to_string())),
         Ok(Err(e)) => {
             let mut msg = e.to_string();
             let mut src = std::error::Error::source(&e);

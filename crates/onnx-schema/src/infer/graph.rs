@@ -5,10 +5,17 @@
 //!
 //! Nodes whose op or domain is unknown get unknown outputs and inference goes on around them.
 //! Control-flow bodies (If, Loop, Scan) are inferred by the op rules from their own inputs.
+//! With [`InferOptions::functions`], a call of a model-local function gets the output types
+//! its body infers from the call's input types (as onnx's inference does); with
+//! [`InferOptions::lenient`], a node whose inputs are inconsistent gets unknown outputs instead
+//! of failing the whole graph.
 
 use std::collections::BTreeMap;
 
-use onnx_proto::{GraphProto, OperatorSetIdProto, TensorProto, TypeProto};
+use onnx_proto::{
+    AttributeProto, FunctionProto, GraphProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TypeProto, ValueInfoProto,
+};
 
 use super::dims::{tensor_type, SymDim};
 use super::error::InferError;
@@ -57,8 +64,33 @@ pub fn infer_graph_values(
     graph: &GraphProto,
     opsets: &OpsetImports,
 ) -> Result<GraphInference, InferError> {
-    infer_in_scope(graph, opsets, None).map(|scope| scope.inferred)
+    infer_graph_with(graph, opsets, InferOptions::default())
 }
+
+/// What [`infer_graph_with`] does beyond [`infer_graph_values`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InferOptions<'a> {
+    /// The model's local functions: a node calling one (its domain, name and overload) gets
+    /// the output types the function's body infers, its inputs typed as the call's are and
+    /// its attribute references resolved from the call (else the function's defaults).
+    pub functions: &'a [FunctionProto],
+    /// A node whose inputs are inconsistent gets unknown outputs and inference goes on, instead
+    /// of failing the graph.
+    pub lenient: bool,
+}
+
+/// [`infer_graph_values`] with options (model-local functions, leniency).
+pub fn infer_graph_with(
+    graph: &GraphProto,
+    opsets: &OpsetImports,
+    options: InferOptions<'_>,
+) -> Result<GraphInference, InferError> {
+    infer_in_scope_with(graph, opsets, None, options, 0).map(|scope| scope.inferred)
+}
+
+/// How deep calls of model-local functions are followed (a model whose functions call each
+/// other in a cycle is invalid; inference stops there rather than recursing).
+const MAX_CALL_DEPTH: usize = 16;
 
 /// The tensor type a constant's dims and element type describe.
 pub(crate) fn constant_type(t: &TensorProto) -> TypeProto {
@@ -73,6 +105,9 @@ pub(crate) struct Scope<'a> {
     initializers: BTreeMap<&'a str, &'a TensorProto>,
     constants: BTreeMap<String, TensorProto>,
     inferred: GraphInference,
+    options: InferOptions<'a>,
+    /// Calls of model-local functions this graph is inside.
+    depth: usize,
 }
 
 impl<'a> Scope<'a> {
@@ -116,6 +151,17 @@ pub(crate) fn infer_in_scope<'a>(
     opsets: &OpsetImports,
     parent: Option<&'a Scope<'a>>,
 ) -> Result<Scope<'a>, InferError> {
+    let (options, depth) = parent.map_or((InferOptions::default(), 0), |p| (p.options, p.depth));
+    infer_in_scope_with(graph, opsets, parent, options, depth)
+}
+
+fn infer_in_scope_with<'a>(
+    graph: &'a GraphProto,
+    opsets: &OpsetImports,
+    parent: Option<&'a Scope<'a>>,
+    options: InferOptions<'a>,
+    depth: usize,
+) -> Result<Scope<'a>, InferError> {
     let mut scope = Scope {
         parent,
         initializers: graph
@@ -125,6 +171,8 @@ pub(crate) fn infer_in_scope<'a>(
             .collect(),
         constants: BTreeMap::new(),
         inferred: GraphInference::default(),
+        options,
+        depth,
     };
     for input in &graph.input {
         if let (Some(name), Some(ty)) = (input.name.as_deref(), input.r#type.as_ref()) {
@@ -147,6 +195,13 @@ pub(crate) fn infer_in_scope<'a>(
             .lookup(domain, op_type, version)
             .or_else(|| crate::onnxruntime_extensions().lookup(domain, op_type, version))
         else {
+            if let Some(types) = scope.call_outputs(node) {
+                for (name, ty) in node.output.iter().zip(types) {
+                    if let (false, Some(ty)) = (name.is_empty(), ty) {
+                        scope.inferred.types.insert(name.clone(), ty);
+                    }
+                }
+            }
             continue;
         };
         let outputs = {
@@ -176,7 +231,12 @@ pub(crate) fn infer_in_scope<'a>(
                     format!("{domain}:{op_type}")
                 },
                 source: Box::new(source),
-            })?
+            })
+        };
+        let outputs = match outputs {
+            Ok(outputs) => outputs,
+            Err(_) if scope.options.lenient => continue,
+            Err(e) => return Err(e),
         };
         if domain.is_empty() && op_type == "Constant" {
             if let (Some(name), Some(t)) = (
@@ -199,6 +259,89 @@ pub(crate) fn infer_in_scope<'a>(
         }
     }
     Ok(scope)
+}
+
+impl Scope<'_> {
+    /// The output types of `node` when it calls one of [`InferOptions::functions`] (`None`
+    /// when it calls none, or calls are nested too deep).
+    fn call_outputs(&self, node: &NodeProto) -> Option<Vec<Option<TypeProto>>> {
+        fn id<'s>(
+            d: &'s Option<String>,
+            n: &'s Option<String>,
+            o: &'s Option<String>,
+        ) -> [&'s str; 3] {
+            [d, n, o].map(|x| x.as_deref().unwrap_or(""))
+        }
+        let call = id(&node.domain, &node.op_type, &node.overload);
+        let f = (self.options.functions.iter())
+            .find(|f| id(&f.domain, &f.name, &f.overload) == call)?;
+        if self.depth >= MAX_CALL_DEPTH {
+            return None;
+        }
+        let typed = |name: &String, ty: Option<TypeProto>| ValueInfoProto {
+            name: Some(name.clone()),
+            r#type: ty,
+            ..Default::default()
+        };
+        let body = GraphProto {
+            name: f.name.clone(),
+            node: f
+                .node
+                .iter()
+                .map(|n| resolve_attribute_refs(n, &node.attribute, &f.attribute_proto))
+                .collect(),
+            input: f
+                .input
+                .iter()
+                .zip(node.input.iter().map(Some).chain(std::iter::repeat(None)))
+                .map(|(formal, actual)| {
+                    let ty = actual.filter(|a| !a.is_empty()).and_then(|a| self.ty(a));
+                    typed(formal, ty.cloned())
+                })
+                .collect(),
+            output: f.output.iter().map(|o| typed(o, None)).collect(),
+            value_info: f.value_info.clone(),
+            ..Default::default()
+        };
+        let opsets = opset_imports(&f.opset_import);
+        let inner = infer_in_scope_with(&body, &opsets, None, self.options, self.depth + 1).ok()?;
+        Some(
+            f.output
+                .iter()
+                .map(|o| inner.inferred.types.get(o).cloned())
+                .collect(),
+        )
+    }
+}
+
+/// A function body node with each attribute reference (`@name`) replaced by the call's
+/// attribute of that name, else the function's default, else dropped; in subgraphs too.
+fn resolve_attribute_refs(
+    node: &NodeProto,
+    given: &[AttributeProto],
+    defaults: &[AttributeProto],
+) -> NodeProto {
+    let mut node = node.clone();
+    let mut attributes = Vec::with_capacity(node.attribute.len());
+    for mut a in std::mem::take(&mut node.attribute) {
+        if let Some(r) = a.ref_attr_name.clone().filter(|r| !r.is_empty()) {
+            let by_name = |x: &&AttributeProto| x.name.as_deref() == Some(r.as_str());
+            let Some(value) = given.iter().find(by_name).or(defaults.iter().find(by_name)) else {
+                continue;
+            };
+            let name = a.name.take();
+            a = value.clone();
+            a.name = name;
+        }
+        for g in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+            g.node = (g.node.iter())
+                .map(|n| resolve_attribute_refs(n, given, defaults))
+                .collect();
+        }
+        attributes.push(a);
+    }
+    node.attribute = attributes;
+    node
 }
 
 /// The types of `graph`'s outputs, by position, as inferred with `parent`'s values visible

@@ -48,7 +48,10 @@ use onnx_proto::{AttributeProto, TensorProto, TypeProto};
 
 pub use dims::{elem_type_of, shape_of, tensor_type, SymDim};
 pub use error::InferError;
-pub use graph::{infer_graph, infer_graph_values, opset_imports, GraphInference, OpsetImports};
+pub use graph::{
+    infer_graph, infer_graph_values, infer_graph_with, opset_imports, GraphInference, InferOptions,
+    OpsetImports,
+};
 pub use ops::nn::explicit_window_count;
 
 use crate::schema::{OpSchema, ParamOption};

@@ -7,7 +7,8 @@
 //!   "ai.onnx.preview.training", "ai.onnx.training") must bind to a schema at the imported
 //!   opset that is not deprecated; its input and output counts, empty required inputs and
 //!   outputs, attribute names, types and required attributes are checked (`types` checks the
-//!   declared types against the type constraints, `body` the function bodies onnx expands);
+//!   declared types, or an undeclared input's inferred type, against the type constraints, `body`
+//!   the function bodies onnx expands);
 //! - a node of `com.microsoft` is checked the same way against onnxruntime's own schemas (see
 //!   `onnx_schema::SchemaOrigin`); an op onnxruntime 1.31.1 does not register there passes
 //!   unchecked, as before its schemas were known (newer or training-only contrib ops);

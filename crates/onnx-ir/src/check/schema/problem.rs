@@ -167,7 +167,8 @@ pub enum SchemaProblem {
         /// The schema.
         callee: String,
     },
-    /// A value whose declared type the type constraint of its formal parameter does not allow.
+    /// A value whose type (declared, or inferred for an input the model does not type) the
+    /// type constraint of its formal parameter does not allow.
     TypeNotAllowed {
         /// Input or output.
         port: Port,
@@ -183,6 +184,8 @@ pub enum SchemaProblem {
         type_param: String,
         /// The schema.
         callee: String,
+        /// The model declares no type for the value: `type_str` is the inferred one.
+        inferred: bool,
     },
     /// A value whose type differs from another value bound to the same type parameter.
     InconsistentType {
@@ -355,9 +358,11 @@ impl fmt::Display for SchemaProblem {
                 param,
                 type_param,
                 callee,
+                inferred,
             } => write!(
                 f,
-                "{port} {index} '{value}' has type {type_str}, which {callee} does not allow for {param} ({type_param})"
+                "{port} {index} '{value}' has type {type_str}{}, which {callee} does not allow for {param} ({type_param})",
+                if *inferred { " (inferred: the model declares none)" } else { "" }
             ),
             P::InconsistentType {
                 port,

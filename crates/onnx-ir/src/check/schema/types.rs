@@ -5,7 +5,11 @@
 //!
 //! A value's type is what the model declares: its graph input, output or value_info entry, else
 //! its initializer's element type; a subgraph's read from an enclosing graph takes the type
-//! declared there. Values of unknown type are not checked (the checker infers nothing).
+//! declared there. An input of the main graph's values (read there or from a subgraph) that
+//! declares no type takes the type inference gives it, through calls of model-local functions
+//! too (onnx's full check infers before it checks; a sequence a function returns fed to Scan
+//! was accepted without it, and failed once the optimizer declared its type: fuzz seeds
+//! 0xe3779b97f4a7f114, 0xe3779b97f4a79930). Other values of unknown type are not checked.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +25,8 @@ pub(crate) struct TypeScope<'g> {
     pub(crate) graph: &'g Graph,
     /// The graphs enclosing it, outermost first.
     pub(crate) outer: &'g [&'g Graph],
+    /// The inferred type strings of the outermost graph's values (the main graph's), if known.
+    pub(crate) inferred: Option<&'g BTreeMap<String, String>>,
 }
 
 impl TypeScope<'_> {
@@ -48,6 +54,35 @@ impl TypeScope<'_> {
             }
         }
         None
+    }
+}
+
+impl TypeScope<'_> {
+    /// The inferred type string of a value the outermost graph defines (a graph input,
+    /// initializer or node output of the main graph), if inference knows it.
+    pub(crate) fn inferred_type_str(&self, id: ValueId) -> Option<String> {
+        let inferred = self.inferred?;
+        let value = self.graph.get_value(id)?;
+        // The graph defining the value: this one, else the innermost enclosing one that does.
+        let mut defined_in_outermost = self.outer.is_empty();
+        if value.is_outer {
+            defined_in_outermost = false;
+            for (depth, graph) in self.outer.iter().enumerate().rev() {
+                let Some(outer) = graph
+                    .find_value(&value.name)
+                    .and_then(|i| graph.get_value(i))
+                else {
+                    continue;
+                };
+                if !outer.is_outer {
+                    defined_in_outermost = depth == 0;
+                    break;
+                }
+            }
+        }
+        defined_in_outermost
+            .then(|| inferred.get(value.name.as_str()).cloned())
+            .flatten()
     }
 }
 
@@ -97,7 +132,13 @@ pub(crate) fn check_types(
                 break;
             };
             let Some(id) = *value else { continue };
-            let Some(type_str) = scope.type_str(id) else {
+            let declared = scope.type_str(id);
+            let inferred = match (&declared, port) {
+                (None, Port::Input) => scope.inferred_type_str(id),
+                _ => None,
+            };
+            let is_inferred = inferred.is_some();
+            let Some(type_str) = declared.or(inferred) else {
                 continue;
             };
             let name = scope
@@ -115,6 +156,7 @@ pub(crate) fn check_types(
                     param: formal.name.clone(),
                     type_param: formal.type_str.clone(),
                     callee: callee.to_string(),
+                    inferred: is_inferred,
                 });
                 continue;
             }
