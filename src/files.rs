@@ -90,7 +90,8 @@ pub fn optimize_file(
     optimizer.phases()?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     progress("optimizing");
-    let optimized = optimizer.optimize(&model).map_err(|e| match e {
+    // Checked above, with the file's name in the message.
+    let optimized = optimizer.optimize_checked(&model).map_err(|e| match e {
         Error::Optimize { source, .. } => Error::Optimize {
             path: input.to_path_buf(),
             source,

@@ -456,6 +456,16 @@ impl Optimizer {
     /// rule that broke it. A model that fails the checker is refused before anything runs
     /// ([`Error::Check`], every problem listed).
     pub fn optimize(&self, model: &Model) -> Result<Optimized, Error> {
+        self.optimize_model(model, true)
+    }
+
+    /// [`Self::optimize`] for a model the caller has just checked (`optimize_file` checks the
+    /// file it loads, naming the file): the checker does not run on it again.
+    pub(crate) fn optimize_checked(&self, model: &Model) -> Result<Optimized, Error> {
+        self.optimize_model(model, false)
+    }
+
+    fn optimize_model(&self, model: &Model, check_first: bool) -> Result<Optimized, Error> {
         let prepared;
         let model = match self.outputs.is_empty() && self.input_shapes.is_empty() {
             true => model,
@@ -470,7 +480,11 @@ impl Optimizer {
             }
         };
         let origin = crate::model_origin(model);
-        if let Err(errors) = onnx_ir::check_model(model) {
+        let valid = match check_first {
+            true => onnx_ir::check_model(model),
+            false => Ok(()),
+        };
+        if let Err(errors) = valid {
             return Err(Error::Check {
                 path: origin.into(),
                 errors: errors.iter().map(ToString::to_string).collect(),
