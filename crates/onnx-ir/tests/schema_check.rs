@@ -503,6 +503,88 @@ fn undeclared_inputs_are_checked_with_their_inferred_types() {
     check(with_call(None), &[]);
 }
 
+/// The nodes of a model-local function's body are checked with the types each call gives them
+/// (its inputs typed as the call's, inferred through the body, attribute references resolved
+/// from the call), through nested calls, as onnx's full check infers into each call: a
+/// sequence passed through one function to another whose body feeds it to Sin (fuzz seed
+/// 0x1fe68f0af33cb9f7, where it fed Scan-11).
+#[test]
+fn function_bodies_are_checked_with_the_types_each_call_gives_them() {
+    let function = |name: &str, attributes: &[&str], body: Vec<NodeProto>| FunctionProto {
+        name: Some(name.into()),
+        domain: Some("custom".into()),
+        input: vec!["a".into()],
+        output: vec!["b".into()],
+        attribute: attributes.iter().map(|a| a.to_string()).collect(),
+        node: body,
+        opset_import: vec![opset("", 17), opset("custom", 1)],
+        ..Default::default()
+    };
+    let call = |op: &str, name: &str, input: &str, output: &str| {
+        let mut n = node(op, name, &[input], &[output]);
+        n.domain = Some("custom".into());
+        n
+    };
+    let to_ref = AttributeProto {
+        name: Some("to".into()),
+        r#type: Some(AttributeType::Int as i32),
+        ref_attr_name: Some("to".into()),
+        ..Default::default()
+    };
+    // Outer passes its input (and its attribute `to`) to Inner, which casts it to `to`
+    // (float by default) and takes its sine.
+    let mut mid = call("Inner", "mid", "a", "b");
+    mid.attribute.push(to_ref.clone());
+    let outer = function("Outer", &["to"], vec![mid]);
+    let mut cast = node("Cast", "cast", &["a"], &["c"]);
+    cast.attribute.push(to_ref);
+    let mut inner = function(
+        "Inner",
+        &[],
+        vec![cast, node("Sin", "sine", &["c"], &["b"])],
+    );
+    inner.attribute_proto = vec![int_attr("to", DataType::Float as i64)];
+    let with = |sequence: bool, to: Option<DataType>| {
+        let mut nodes = Vec::new();
+        let mut input = "x";
+        if sequence {
+            nodes.push(node("SequenceConstruct", "seq", &["x"], &["t"]));
+            input = "t";
+        }
+        let mut c = call("Outer", "call", input, "y");
+        c.attribute = to.map(|t| int_attr("to", t as i64)).into_iter().collect();
+        nodes.push(c);
+        let mut m = model(graph("main", &["x"], &["y"], nodes));
+        m.opset_import.push(opset("custom", 1));
+        m.functions = vec![outer.clone(), inner.clone()];
+        m
+    };
+    // Tensors in, cast to float: valid.
+    check(with(false, None), &[]);
+    check(with(false, Some(DataType::Double)), &[]);
+    // The call's attribute reaches Inner's Cast through Outer: Sin takes no int64.
+    check(
+        with(false, Some(DataType::Int64)),
+        &["node 0 'call' (Outer) calls custom:Outer, whose node 0 'mid' (Inner) calls custom:Inner, whose node 1 'sine' (Sin): input 0 'c' has type tensor(int64) (inferred: the model declares none), which Sin-7 does not allow for input (T)"],
+    );
+    // A sequence reaches Inner's Cast, which takes tensors only.
+    check(
+        with(true, None),
+        &["node 1 'call' (Outer) calls custom:Outer, whose node 0 'mid' (Inner) calls custom:Inner, whose node 0 'cast' (Cast): input 0 'a' has type seq(tensor(float)) (inferred: the model declares none), which Cast-13 does not allow for input (T1)"],
+    );
+    // Each function's own check, on declared types only, still passes alone: a function that
+    // no call reaches with a bad type is not reported.
+    let mut unused = with(false, None);
+    unused.graph.as_mut().unwrap().node.clear();
+    unused
+        .graph
+        .as_mut()
+        .unwrap()
+        .node
+        .push(node("Identity", "id", &["x"], &["y"]));
+    check(unused, &[]);
+}
+
 /// The checker's report for a model, as messages: (errors, warnings).
 fn report(proto: ModelProto) -> (Vec<String>, Vec<String>) {
     let model = Model::from_proto(proto).expect("conversion is total");

@@ -551,6 +551,10 @@ impl fmt::Display for CheckError {
             E::FunctionCallCycle { cycle } => {
                 write!(f, "model-local functions call each other in a cycle: {}", cycle.join(" -> "))
             }
+            E::Schema {
+                node,
+                problem: problem @ SchemaProblem::InCall { .. },
+            } => write!(f, "{node} {problem}"),
             E::Schema { node, problem } => write!(f, "{node}: {problem}"),
             E::SchemaTableUnavailable { reason } => write!(
                 f,

@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use onnx_proto::{attribute_proto::AttributeType, type_proto, AttributeProto, TensorProto};
+use onnx_proto::{
+    attribute_proto::AttributeType, type_proto, AttributeProto, TensorProto, TypeProto,
+};
 
 use crate::check::error::{CheckError, NodeRef};
 use crate::check::schema::{SchemaChecker, TypeScope};
@@ -37,9 +39,9 @@ pub(crate) struct GraphChecker<'a> {
     pub(crate) opsets: &'a [OpsetImport],
     /// The schema checks, when switched on.
     pub(crate) schema: Option<&'a SchemaChecker<'a>>,
-    /// The type strings inference gives the values of the main graph (when this walks the
-    /// main graph and its subgraphs, with schema checks on).
-    pub(crate) inferred: Option<&'a BTreeMap<String, String>>,
+    /// The types inference gives the values of the main graph (when this walks the main graph
+    /// and its subgraphs, with schema checks on).
+    pub(crate) inferred: Option<&'a BTreeMap<String, TypeProto>>,
 }
 
 fn node_ref(graph: &Graph, index: usize, id: NodeId) -> NodeRef {

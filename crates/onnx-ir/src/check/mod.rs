@@ -6,8 +6,9 @@
 //! types, required attributes, declared types against type constraints, calls of model-local
 //! functions against their signature). An input of the main graph's values that the model does
 //! not type is checked with the type inference gives it (through calls of model-local
-//! functions), as the full check infers types before it checks them. Every problem is
-//! collected; none stops the check.
+//! functions), as the full check infers types before it checks them; so are the nodes of a
+//! called function's body, with the types each call gives them, through nested calls. Every
+//! problem is collected; none stops the check.
 //!
 //! Layout: `graph` walks a graph and its subgraphs, `function` checks model-local functions,
 //! `tensor` checks tensors, `schema` checks a node against its operator schema, `error`
@@ -21,8 +22,9 @@ mod tensor;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use onnx_proto::{FunctionProto, TypeProto};
 use onnx_schema::infer::InferOptions;
-use onnx_schema::{normalize_domain, type_str_of};
+use onnx_schema::normalize_domain;
 
 pub use error::{CheckError, NodeRef, TensorProblem};
 pub use schema::{Port, SchemaProblem};
@@ -171,12 +173,19 @@ pub fn check_model_report(model: &Model, options: &CheckOptions) -> CheckReport 
     } else {
         None
     };
+    let function_protos: Vec<_> = match registry {
+        Some(_) => model.functions.iter().map(|f| f.to_proto()).collect(),
+        None => Vec::new(),
+    };
     let schema = registry.map(|registry| SchemaChecker {
         registry,
         functions: &model.functions,
+        function_protos: &function_protos,
         ir_version: ir,
     });
-    let inferred = schema.as_ref().map(|_| inferred_types(model, &opsets));
+    let inferred = schema
+        .as_ref()
+        .map(|_| inferred_types(model, &opsets, &function_protos));
     let checker = GraphChecker {
         ir_version: ir,
         opsets: &opsets,
@@ -197,26 +206,26 @@ pub fn check_model_report(model: &Model, options: &CheckOptions) -> CheckReport 
     CheckReport { errors, warnings }
 }
 
-/// The type strings inference gives the main graph's values (through calls of model-local
+/// The types inference gives the main graph's values (through calls of model-local
 /// functions, a node it cannot infer left unknown), for the type constraints of values the
 /// model does not declare: onnx's full check infers before it checks them.
-fn inferred_types(model: &Model, opsets: &[OpsetImport]) -> BTreeMap<String, String> {
+fn inferred_types(
+    model: &Model,
+    opsets: &[OpsetImport],
+    functions: &[FunctionProto],
+) -> BTreeMap<String, TypeProto> {
     let graph = model.graph.to_proto();
-    let functions: Vec<_> = model.functions.iter().map(|f| f.to_proto()).collect();
     let opsets = opsets
         .iter()
         .map(|o| (normalize_domain(&o.domain).to_string(), o.version))
         .collect();
     let options = InferOptions {
-        functions: &functions,
+        functions,
         lenient: true,
     };
-    let Ok(inferred) = onnx_schema::infer::infer_graph_with(&graph, &opsets, options) else {
-        return BTreeMap::new();
-    };
-    (inferred.types.iter())
-        .filter_map(|(name, ty)| Some((name.clone(), type_str_of(ty)?)))
-        .collect()
+    onnx_schema::infer::infer_graph_with(&graph, &opsets, options)
+        .map(|inferred| inferred.types)
+        .unwrap_or_default()
 }
 
 fn check_opset_versions(imports: &[OpsetImport], errors: &mut Vec<CheckError>) {

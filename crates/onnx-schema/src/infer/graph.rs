@@ -278,40 +278,71 @@ impl Scope<'_> {
         if self.depth >= MAX_CALL_DEPTH {
             return None;
         }
-        let typed = |name: &String, ty: Option<TypeProto>| ValueInfoProto {
-            name: Some(name.clone()),
-            r#type: ty,
-            ..Default::default()
-        };
-        let body = GraphProto {
-            name: f.name.clone(),
-            node: f
-                .node
-                .iter()
-                .map(|n| resolve_attribute_refs(n, &node.attribute, &f.attribute_proto))
-                .collect(),
-            input: f
-                .input
-                .iter()
-                .zip(node.input.iter().map(Some).chain(std::iter::repeat(None)))
-                .map(|(formal, actual)| {
-                    let ty = actual.filter(|a| !a.is_empty()).and_then(|a| self.ty(a));
-                    typed(formal, ty.cloned())
-                })
-                .collect(),
-            output: f.output.iter().map(|o| typed(o, None)).collect(),
-            value_info: f.value_info.clone(),
-            ..Default::default()
-        };
-        let opsets = opset_imports(&f.opset_import);
-        let inner = infer_in_scope_with(&body, &opsets, None, self.options, self.depth + 1).ok()?;
+        let input_types: Vec<Option<TypeProto>> = (node.input.iter())
+            .map(|a| (!a.is_empty()).then(|| self.ty(a).cloned()).flatten())
+            .collect();
+        let inner = infer_call(
+            f,
+            &node.attribute,
+            &input_types,
+            self.options,
+            self.depth + 1,
+        );
+        let inner = inner.ok()?;
         Some(
             f.output
                 .iter()
-                .map(|o| inner.inferred.types.get(o).cloned())
+                .map(|o| inner.types.get(o).cloned())
                 .collect(),
         )
     }
+}
+
+/// What inference learns about the values of a model-local function's body for one call of
+/// it: its formal inputs typed as the call's inputs (`input_types`, by position; missing ones
+/// unknown), its attribute references resolved from the call's attributes (`call_attributes`),
+/// else the function's defaults. Calls of [`InferOptions::functions`] inside the body are
+/// followed too (to a fixed depth).
+pub fn infer_function_call(
+    function: &FunctionProto,
+    call_attributes: &[AttributeProto],
+    input_types: &[Option<TypeProto>],
+    options: InferOptions<'_>,
+) -> Result<GraphInference, InferError> {
+    infer_call(function, call_attributes, input_types, options, 1)
+}
+
+fn infer_call(
+    f: &FunctionProto,
+    call_attributes: &[AttributeProto],
+    input_types: &[Option<TypeProto>],
+    options: InferOptions<'_>,
+    depth: usize,
+) -> Result<GraphInference, InferError> {
+    let typed = |name: &String, ty: Option<TypeProto>| ValueInfoProto {
+        name: Some(name.clone()),
+        r#type: ty,
+        ..Default::default()
+    };
+    let body = GraphProto {
+        name: f.name.clone(),
+        node: f
+            .node
+            .iter()
+            .map(|n| resolve_attribute_refs(n, call_attributes, &f.attribute_proto))
+            .collect(),
+        input: f
+            .input
+            .iter()
+            .enumerate()
+            .map(|(i, formal)| typed(formal, input_types.get(i).cloned().flatten()))
+            .collect(),
+        output: f.output.iter().map(|o| typed(o, None)).collect(),
+        value_info: f.value_info.clone(),
+        ..Default::default()
+    };
+    let opsets = opset_imports(&f.opset_import);
+    infer_in_scope_with(&body, &opsets, None, options, depth).map(|scope| scope.inferred)
 }
 
 /// A function body node with each attribute reference (`@name`) replaced by the call's

@@ -49,8 +49,8 @@ use onnx_proto::{AttributeProto, TensorProto, TypeProto};
 pub use dims::{elem_type_of, shape_of, tensor_type, SymDim};
 pub use error::InferError;
 pub use graph::{
-    infer_graph, infer_graph_values, infer_graph_with, opset_imports, GraphInference, InferOptions,
-    OpsetImports,
+    infer_function_call, infer_graph, infer_graph_values, infer_graph_with, opset_imports,
+    GraphInference, InferOptions, OpsetImports,
 };
 pub use ops::nn::explicit_window_count;
 

@@ -2,7 +2,10 @@
 //! plus the type-constraint checks of its full check (`CheckInputOutputType`):
 //!
 //! - a node that calls a model-local function is checked against the function's signature
-//!   (input and output counts, attribute names), never against a schema;
+//!   (input and output counts, attribute names), never against a schema; in the main graph's
+//!   walk, the function's body nodes are then checked against their type constraints with the
+//!   types the call gives them (inferred through the body, attribute references resolved from
+//!   the call), and calls in the body are followed the same way (`SchemaProblem::InCall`);
 //! - a node of a domain onnx defines ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview",
 //!   "ai.onnx.preview.training", "ai.onnx.training") must bind to a schema at the imported
 //!   opset that is not deprecated; its input and output counts, empty required inputs and
@@ -26,14 +29,18 @@ mod body;
 mod problem;
 mod types;
 
+use std::collections::BTreeMap;
+
 use onnx_proto::attribute_proto::AttributeType;
+use onnx_proto::{AttributeProto, FunctionProto, TypeProto};
+use onnx_schema::infer::{infer_function_call, InferOptions};
 use onnx_schema::{normalize_domain, OpSchema, ParamOption, SchemaRegistry};
 
 pub use problem::{Port, SchemaProblem};
 pub(crate) use types::TypeScope;
 
-use crate::graph::{AttributeValue, Node};
-use crate::model::Function;
+use crate::graph::{AttributeValue, Graph, Node};
+use crate::model::{opset_version_in, Function, OpsetImport};
 
 /// Ops `onnx.checker` calls experimental: it skips their schema check (checker.cc).
 const EXPERIMENTAL_OPS: [&str; 11] = [
@@ -60,8 +67,27 @@ pub(crate) struct SchemaChecker<'a> {
     pub(crate) registry: &'a SchemaRegistry,
     /// The model's local functions (the first of a repeated id is the one nodes call).
     pub(crate) functions: &'a [Function],
+    /// The same functions as protos (for inference), in the same order.
+    pub(crate) function_protos: &'a [FunctionProto],
     /// The model's IR version.
     pub(crate) ir_version: i64,
+}
+
+/// How many calls of model-local functions the checker follows into their bodies, one inside
+/// another (functions that call each other in a cycle are an error of their own).
+const MAX_CALL_DEPTH: usize = 16;
+
+/// A function body checked for one call: its opset imports and the types the call gives its
+/// values.
+struct BodyWalk<'a> {
+    opsets: &'a [OpsetImport],
+    inferred: &'a BTreeMap<String, TypeProto>,
+    /// The call's attributes (references in them resolved).
+    attributes: &'a [AttributeProto],
+    /// The function's attribute defaults.
+    defaults: &'a [AttributeProto],
+    /// Calls followed to get here.
+    depth: usize,
 }
 
 /// How messages name a schema: `Mul-14`, `ai.onnx.ml:Normalizer-1`.
@@ -114,10 +140,18 @@ impl SchemaChecker<'_> {
         if node.op_type.is_empty() {
             return;
         }
-        let overload = node.overload.as_deref().unwrap_or("");
-        let id = (&*node.domain, &*node.op_type, overload);
-        if let Some(function) = self.functions.iter().find(|f| f.id() == id) {
-            check_function_call(function, node, out);
+        if let Some(index) = self.local_function(node) {
+            if let Some(function) = self.functions.get(index) {
+                check_function_call(function, node, out);
+                // In the main graph's walk, where types are inferred: check the body with the
+                // types this call gives it.
+                if scope.inferred.is_some() {
+                    let attributes: Vec<AttributeProto> = (node.attributes.iter())
+                        .filter_map(|a| a.fields().cloned())
+                        .collect();
+                    self.check_call_body(index, scope, node, &attributes, 0, out);
+                }
+            }
             return;
         }
         // A domain onnx does not define: no schema, nothing to check beyond structure.
@@ -170,6 +204,180 @@ impl SchemaChecker<'_> {
         self.check_attributes(schema, &callee, node, out);
         types::check_types(schema, &callee, scope, node, out);
         body::check_body_expansion(self.registry, schema, &callee, node, out);
+    }
+
+    /// The index of the model-local function `node` calls, if it calls one.
+    fn local_function(&self, node: &Node) -> Option<usize> {
+        let overload = node.overload.as_deref().unwrap_or("");
+        let id = (&*node.domain, &*node.op_type, overload);
+        self.functions.iter().position(|f| f.id() == id)
+    }
+
+    /// Checks the body of the function (index `function` of the model's) that `call` calls,
+    /// with the types the call gives it: its formal inputs typed as the call's inputs are
+    /// (declared, else inferred), inferred through the body with its attribute references
+    /// resolved from the call. Each body node is checked against its type constraints (what
+    /// the body's own check, on declared types only, reports is not repeated) and each call in
+    /// it is followed the same way, `depth` counting the calls followed so far.
+    fn check_call_body(
+        &self,
+        function: usize,
+        scope: &TypeScope<'_>,
+        call: &Node,
+        attributes: &[AttributeProto],
+        depth: usize,
+        out: &mut Vec<SchemaProblem>,
+    ) {
+        let (Some(f), Some(proto)) = (
+            self.functions.get(function),
+            self.function_protos.get(function),
+        ) else {
+            return;
+        };
+        if depth >= MAX_CALL_DEPTH {
+            return;
+        }
+        let input_types: Vec<Option<TypeProto>> = (call.inputs.iter())
+            .map(|v| v.and_then(|id| scope.value_type(id)))
+            .collect();
+        let options = InferOptions {
+            functions: self.function_protos,
+            lenient: true,
+        };
+        let Ok(inferred) = infer_function_call(proto, attributes, &input_types, options) else {
+            return;
+        };
+        let (domain, name, overload) = f.id();
+        let label = if overload.is_empty() {
+            format!("{domain}:{name}")
+        } else {
+            format!("{domain}:{name}:{overload}")
+        };
+        let mut found = Vec::new();
+        let body = BodyWalk {
+            opsets: &f.opset_imports,
+            inferred: &inferred.types,
+            attributes,
+            defaults: &f.attribute_protos,
+            depth,
+        };
+        self.check_body_types(&body, &f.body, &[], "", &mut found);
+        out.extend(
+            found
+                .into_iter()
+                .map(|(at, problem)| SchemaProblem::InCall {
+                    function: label.clone(),
+                    at,
+                    problem: Box::new(problem),
+                }),
+        );
+    }
+
+    /// Checks the type constraints of the nodes of `graph` (a function body for one call, or a
+    /// subgraph in it, `enclosing` holding the graphs around it), each problem with the body
+    /// node's place (`path` leads to `graph`).
+    fn check_body_types<'g>(
+        &self,
+        body: &BodyWalk<'_>,
+        graph: &'g Graph,
+        enclosing: &[&'g Graph],
+        path: &str,
+        out: &mut Vec<(String, SchemaProblem)>,
+    ) {
+        for (index, &id) in graph.order.iter().enumerate() {
+            let Some(node) = graph.get_node(id) else {
+                continue;
+            };
+            let at = match &node.name {
+                Some(name) => format!("{path}node {index} '{name}' ({})", node.op_type),
+                None => format!("{path}node {index} ({})", node.op_type),
+            };
+            if let Some(opset) = opset_version_in(body.opsets, &node.domain) {
+                let scope = TypeScope {
+                    graph,
+                    outer: enclosing,
+                    inferred: Some(body.inferred),
+                };
+                let mut problems = Vec::new();
+                self.check_node_types(&scope, node, opset, body, &mut problems);
+                out.extend(problems.into_iter().map(|p| (at.clone(), p)));
+            }
+            let mut inner: Vec<&'g Graph> = enclosing.to_vec();
+            inner.push(graph);
+            for attribute in &node.attributes {
+                let many = matches!(attribute.value, AttributeValue::Graphs(_));
+                for (i, sub) in attribute.value.subgraphs().enumerate() {
+                    let sub_path = if many {
+                        format!("{at}, {} {i}, ", attribute.name)
+                    } else {
+                        format!("{at}, {}, ", attribute.name)
+                    };
+                    self.check_body_types(body, sub, &inner, &sub_path, out);
+                }
+            }
+        }
+    }
+
+    /// The type-constraint check of one node of a function body for one call: a call of a
+    /// model-local function is followed into its body, a node with a schema is checked against
+    /// its type constraints (only problems the declared types alone do not show).
+    fn check_node_types(
+        &self,
+        scope: &TypeScope<'_>,
+        node: &Node,
+        opset: i64,
+        body: &BodyWalk<'_>,
+        out: &mut Vec<SchemaProblem>,
+    ) {
+        if node.op_type.is_empty() {
+            return;
+        }
+        if let Some(index) = self.local_function(node) {
+            // The call's attribute references resolved from the enclosing call, else the
+            // enclosing function's defaults, else dropped.
+            let attributes: Vec<AttributeProto> = (node.attributes.iter())
+                .filter_map(|a| {
+                    let a = a.fields()?;
+                    let Some(r) = a.ref_attr_name.as_deref().filter(|r| !r.is_empty()) else {
+                        return Some(a.clone());
+                    };
+                    let by_name = |x: &&AttributeProto| x.name.as_deref() == Some(r);
+                    let value = (body.attributes.iter().find(by_name))
+                        .or_else(|| body.defaults.iter().find(by_name))?;
+                    Some(AttributeProto {
+                        name: a.name.clone(),
+                        ..value.clone()
+                    })
+                })
+                .collect();
+            self.check_call_body(index, scope, node, &attributes, body.depth + 1, out);
+            return;
+        }
+        if self.registry.opset_range(&node.domain).is_none()
+            || (node.is_onnx_domain() && EXPERIMENTAL_OPS.contains(&&*node.op_type))
+        {
+            return;
+        }
+        let schema = self
+            .registry
+            .lookup(&node.domain, &node.op_type, opset)
+            .or_else(|| {
+                onnx_schema::onnxruntime_extensions().lookup(&node.domain, &node.op_type, opset)
+            });
+        let Some(schema) = schema.filter(|s| !s.deprecated) else {
+            return;
+        };
+        let callee = schema_label(schema);
+        let mut found = Vec::new();
+        types::check_types(schema, &callee, scope, node, &mut found);
+        let declared_only = TypeScope {
+            graph: scope.graph,
+            outer: scope.outer,
+            inferred: None,
+        };
+        let mut declared = Vec::new();
+        types::check_types(schema, &callee, &declared_only, node, &mut declared);
+        out.extend(found.into_iter().filter(|p| !declared.contains(p)));
     }
 
     fn check_attributes(

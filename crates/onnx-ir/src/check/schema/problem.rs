@@ -221,6 +221,18 @@ pub enum SchemaProblem {
         /// Its operator.
         body_op: String,
     },
+    /// A problem in the body of a model-local function the node calls, found with the types
+    /// that call gives the body (its inputs typed as the call's, inferred through it), as
+    /// onnx's full check infers into the function at each call before checking its nodes.
+    InCall {
+        /// The function called: `domain:name`, with `:overload` when there is one.
+        function: String,
+        /// Where the body node is: `node 0 'f2' (f2)`, after the path to it when it sits in a
+        /// subgraph of the body (`node 3 (If), then_branch, node 0 (Acosh)`).
+        at: String,
+        /// The problem there.
+        problem: Box<SchemaProblem>,
+    },
 }
 
 /// "'ai.onnx'" for the default domain, the domain itself otherwise.
@@ -256,6 +268,18 @@ impl fmt::Display for SchemaProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use SchemaProblem as P;
         match self {
+            P::InCall {
+                function,
+                at,
+                problem,
+            } => {
+                let sep = if matches!(**problem, P::InCall { .. }) {
+                    " "
+                } else {
+                    ": "
+                };
+                write!(f, "calls {function}, whose {at}{sep}{problem}")
+            }
             P::UnknownOperator {
                 op_type,
                 domain,

@@ -9,11 +9,15 @@
 //! declares no type takes the type inference gives it, through calls of model-local functions
 //! too (onnx's full check infers before it checks; a sequence a function returns fed to Scan
 //! was accepted without it, and failed once the optimizer declared its type: fuzz seeds
-//! 0xe3779b97f4a7f114, 0xe3779b97f4a79930). Other values of unknown type are not checked.
+//! 0xe3779b97f4a7f114, 0xe3779b97f4a79930). A function body checked for one call of it takes
+//! the types inference gives its values from that call's input types (a sequence passed through
+//! one function to another whose body fed it to Scan was accepted without it: fuzz seed
+//! 0x1fe68f0af33cb9f7). Other values of unknown type are not checked.
 
 use std::collections::BTreeMap;
 
 use onnx_proto::tensor_proto::DataType;
+use onnx_proto::TypeProto;
 use onnx_schema::{element_type_name, type_str_of, OpSchema};
 
 use crate::check::schema::{Port, SchemaProblem};
@@ -25,8 +29,9 @@ pub(crate) struct TypeScope<'g> {
     pub(crate) graph: &'g Graph,
     /// The graphs enclosing it, outermost first.
     pub(crate) outer: &'g [&'g Graph],
-    /// The inferred type strings of the outermost graph's values (the main graph's), if known.
-    pub(crate) inferred: Option<&'g BTreeMap<String, String>>,
+    /// The inferred types of the outermost graph's values (the main graph's, or a function
+    /// body's for one call of it), if known.
+    pub(crate) inferred: Option<&'g BTreeMap<String, TypeProto>>,
 }
 
 impl TypeScope<'_> {
@@ -59,8 +64,40 @@ impl TypeScope<'_> {
 
 impl TypeScope<'_> {
     /// The inferred type string of a value the outermost graph defines (a graph input,
-    /// initializer or node output of the main graph), if inference knows it.
+    /// initializer or node output of the main graph, or of a function body checked for a call),
+    /// if inference knows it.
     pub(crate) fn inferred_type_str(&self, id: ValueId) -> Option<String> {
+        self.inferred_type(id).and_then(type_str_of)
+    }
+
+    /// The type of a value: declared (here or where an enclosing graph defines it), else
+    /// inferred (for a value of the outermost graph).
+    pub(crate) fn value_type(&self, id: ValueId) -> Option<TypeProto> {
+        let value = self.graph.get_value(id)?;
+        let mut found = value.ty.clone();
+        if value.is_outer {
+            for graph in self.outer.iter().rev() {
+                if found.is_some() {
+                    break;
+                }
+                let Some(outer) = graph
+                    .find_value(&value.name)
+                    .and_then(|i| graph.get_value(i))
+                else {
+                    continue;
+                };
+                found = outer.ty.clone();
+                if !outer.is_outer {
+                    break;
+                }
+            }
+        }
+        found
+            .filter(|ty| type_str_of(ty).is_some())
+            .or_else(|| self.inferred_type(id).cloned())
+    }
+
+    fn inferred_type(&self, id: ValueId) -> Option<&TypeProto> {
         let inferred = self.inferred?;
         let value = self.graph.get_value(id)?;
         // The graph defining the value: this one, else the innermost enclosing one that does.
@@ -81,7 +118,7 @@ impl TypeScope<'_> {
             }
         }
         defined_in_outermost
-            .then(|| inferred.get(value.name.as_str()).cloned())
+            .then(|| inferred.get(value.name.as_str()))
             .flatten()
     }
 }
