@@ -25,17 +25,17 @@ pub fn run(command: Command) -> Result<ExitCode> {
             for dir in &args.check_data {
                 optimizer = optimizer.check_data_dir(dir);
             }
-            for s in &args.skip {
+            for s in &args.out.skip {
                 optimizer = optimizer.skip(s);
             }
-            let progress = (!args.quiet).then(super::progress::Progress::start);
+            let progress = (!args.out.quiet).then(super::progress::Progress::start);
             let outcome = optimize_file(&args.model, &args.output, &optimizer, None, &|phase| {
                 if let Some(p) = &progress {
                     p.set(phase)
                 }
             });
             drop(progress);
-            finish(&outcome?, args.report.as_deref(), args.quiet)
+            finish(&outcome?, args.out.report.as_deref(), args.out.quiet)
         }
         Command::Run(args) => {
             let cfg = onnx_opt::RunConfig {
@@ -158,7 +158,7 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
         }
         optimizer = optimizer.fold(fold);
     }
-    for s in &args.skip {
+    for s in &args.out.skip {
         optimizer = optimizer.skip(s);
     }
     for (name, dims) in &args.input_shapes {
@@ -168,7 +168,7 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
         let names: Vec<&str> = args.outputs.iter().map(String::as_str).collect();
         optimizer = optimizer.outputs(&names);
     }
-    let progress = (!args.quiet).then(super::progress::Progress::start);
+    let progress = (!args.out.quiet).then(super::progress::Progress::start);
     let outcome = optimize_file(
         &args.model,
         &args.output,
@@ -181,7 +181,7 @@ fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
         },
     );
     drop(progress);
-    finish(&outcome?, args.report.as_deref(), args.quiet)
+    finish(&outcome?, args.out.report.as_deref(), args.out.quiet)
 }
 
 /// After a model is written: the warning when it is unchecked, the table (on stdout, or on

@@ -95,18 +95,8 @@ pub struct OptimizeArgs {
     /// Store tensors of at least this many bytes in `<output>.data`.
     #[arg(long, value_name = "BYTES")]
     pub external_threshold: Option<usize>,
-    /// Write the before/after figures as JSON (with the firings of every rule); `-` writes it
-    /// on stdout (the table then goes to stderr).
-    #[arg(long, value_name = "FILE.json|-")]
-    pub report: Option<PathBuf>,
-    /// Leave out rules by name, by file (`fusion`, `fusion.rules`, a --rules file's path) or by
-    /// label, or a pass by name (repeatable; `onnx-opt rules list` and `onnx-opt pipelines`
-    /// list them). A name that matches nothing is an error listing the close ones.
-    #[arg(long = "skip", value_name = "RULE|FILE|LABEL|PASS")]
-    pub skip: Vec<String>,
-    /// Print nothing on success (no table, no progress); warnings and errors still go to stderr.
-    #[arg(short, long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: OutArgs,
     /// Land at this opset of the default domain (only operators legal there are extracted).
     #[arg(long, value_name = "N")]
     pub target_opset: Option<i64>,
@@ -147,8 +137,15 @@ pub struct ConvertArgs {
     /// warning: the original cannot run in the interpreter, or fails on every input tried).
     #[arg(long)]
     pub require_check: bool,
-    /// Write the before/after figures as JSON; `-` writes it on stdout (the table then goes to
-    /// stderr).
+    #[command(flatten)]
+    pub out: OutArgs,
+}
+
+/// What `optimize` and `convert` leave out and print.
+#[derive(Debug, clap::Args)]
+pub struct OutArgs {
+    /// Write the before/after figures as JSON (with the firings of every rule); `-` writes it
+    /// on stdout (the table then goes to stderr).
     #[arg(long, value_name = "FILE.json|-")]
     pub report: Option<PathBuf>,
     /// Leave out rules by name, by file (`fusion`, `fusion.rules`, a --rules file's path) or by

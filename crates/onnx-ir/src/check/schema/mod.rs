@@ -128,7 +128,16 @@ fn allows_unchecked_attributes(schema: &OpSchema) -> bool {
     schema.domain.is_empty() && schema.name == "LayerNormalization" && schema.since_version == 17
 }
 
-impl SchemaChecker<'_> {
+impl<'a> SchemaChecker<'a> {
+    /// onnx's schema of `node` at `opset`, else onnxruntime's own in onnx's domain.
+    fn lookup(&self, node: &Node, opset: i64) -> Option<&'a OpSchema> {
+        self.registry
+            .lookup(&node.domain, &node.op_type, opset)
+            .or_else(|| {
+                onnx_schema::onnxruntime_extensions().lookup(&node.domain, &node.op_type, opset)
+            })
+    }
+
     /// Checks one node whose domain is imported at `opset`; problems go to `out`.
     pub(crate) fn check_node(
         &self,
@@ -162,12 +171,7 @@ impl SchemaChecker<'_> {
             return;
         }
         // onnx's schema, else onnxruntime's own in onnx's domain (warned about below).
-        let schema = self
-            .registry
-            .lookup(&node.domain, &node.op_type, opset)
-            .or_else(|| {
-                onnx_schema::onnxruntime_extensions().lookup(&node.domain, &node.op_type, opset)
-            });
+        let schema = self.lookup(node, opset);
         let Some(schema) = schema else {
             if &*node.domain == ONNXRUNTIME_DOMAIN {
                 // onnxruntime's domain, an op its registry does not have: unchecked.
@@ -358,12 +362,7 @@ impl SchemaChecker<'_> {
         {
             return;
         }
-        let schema = self
-            .registry
-            .lookup(&node.domain, &node.op_type, opset)
-            .or_else(|| {
-                onnx_schema::onnxruntime_extensions().lookup(&node.domain, &node.op_type, opset)
-            });
+        let schema = self.lookup(node, opset);
         let Some(schema) = schema.filter(|s| !s.deprecated) else {
             return;
         };
