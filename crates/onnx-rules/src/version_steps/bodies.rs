@@ -29,7 +29,7 @@ use onnx_proto::{attribute_proto::AttributeType, AttributeProto, FunctionProto};
 use onnx_schema::versions::meaning_change;
 use onnx_schema::OpSchema;
 
-use super::pair::{snake, var_name};
+use super::pair::{number, snake, var_name};
 use crate::params::{logical_params, ParamLoc};
 
 /// The origin name the generated op -> body rules are loaded under.
@@ -88,21 +88,6 @@ impl Term {
         match self {
             Term::Text(t) | Term::Lit(t) | Term::Attr(t) | Term::List(t) => t,
         }
-    }
-}
-
-/// A number as the rule language writes it (`1`, not `1.0`; a float32 by its shortest exact
-/// decimal as a double).
-fn number(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    match x.fract() == 0.0 && x.abs() < 1e15 {
-        true => format!("{}", x as i64),
-        false => format!("{x:?}"),
     }
 }
 

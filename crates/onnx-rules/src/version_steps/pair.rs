@@ -253,8 +253,14 @@ fn attr_literal(value: &str) -> String {
     format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// A number of the tables as the rule language writes it (`1`, not `1.0`).
-fn number(x: f64) -> String {
+/// A number as the rule language writes it (`1`, not `1.0`; `nan`, `inf`, `-inf`).
+pub(super) fn number(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.into();
+    }
     match x.fract() == 0.0 && x.abs() < 1e15 {
         true => format!("{}", x as i64),
         false => format!("{x}"),
