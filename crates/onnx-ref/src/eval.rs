@@ -72,6 +72,7 @@ fn eval_planned_node(
         call_stack: Vec::new(),
         depth: 0,
         lazy_weights: false,
+        check_declarations: false,
     };
     let (_, kind) = plan_node(node, None, &plan_ctx, &|_| false, &|_| None)?;
     kind.run(&ctx, inputs, &Frame::empty())

@@ -60,6 +60,7 @@ impl ModifierGraphs for FlexAttentionPlan {
             call_stack: Vec::new(),
             depth: 0,
             lazy_weights: false,
+            check_declarations: false,
         };
         (self.build)(graph, &plan_ctx, &|_| false)
     }

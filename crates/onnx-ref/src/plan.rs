@@ -75,6 +75,42 @@ pub fn declared_type(vi: &ValueInfoProto) -> DeclaredType {
     }
 }
 
+impl DeclaredType {
+    /// How `value` breaks this declared type (its element type, its rank, or a static dim),
+    /// or `None` when it fits. A declared dim below 0 (-1, as some exporters write for
+    /// unknown) constrains nothing; only tensor declarations are checked.
+    pub fn broken_by(&self, value: &Value) -> Option<String> {
+        let DeclaredType::Tensor { dtype, dims } = self else {
+            return None;
+        };
+        let t = match value {
+            Value::Tensor(t) => t,
+            other => return Some(format!("expected a tensor, got {}", other.kind())),
+        };
+        if let Some(d) = dtype.filter(|d| *d != t.dtype()) {
+            return Some(format!("expected element type {d}, got {}", t.dtype()));
+        }
+        let dims = dims.as_ref()?;
+        if dims.len() != t.rank() {
+            return Some(format!(
+                "expected rank {} {dims:?}, got shape {:?}",
+                dims.len(),
+                t.shape()
+            ));
+        }
+        dims.iter()
+            .zip(t.shape())
+            .position(|(want, &got)| want.is_some_and(|w| w >= 0 && w != got as i64))
+            .map(|axis| {
+                format!(
+                    "dimension {axis} must be {}, got shape {:?}",
+                    dims[axis].unwrap_or(0),
+                    t.shape()
+                )
+            })
+    }
+}
+
 /// Index of a value in its graph's own value table.
 pub(crate) type Slot = usize;
 
@@ -126,6 +162,9 @@ pub(crate) struct PlanCtx<'a> {
     /// Decode this graph's large initializers when a run first reads them and drop them after
     /// their last read ([`Session::with_lazy_weights`]); never passed down to subgraphs.
     pub(crate) lazy_weights: bool,
+    /// Check every value a node produces, and every subgraph input, against the type its
+    /// graph declares for it ([`Session::checking_declarations`]); passed down to subgraphs.
+    pub(crate) check_declarations: bool,
 }
 
 /// The data of a Gather over a lazy initializer `t`, and new indices when only some rows were
@@ -308,6 +347,12 @@ pub(crate) struct GraphPlan {
     pub(crate) outer_names: Vec<String>,
     pub(crate) steps: Vec<Step>,
     pub(crate) slot_count: usize,
+    /// The declared types to check values against (empty unless planned with
+    /// `check_declarations`): by slot, the value's name and its declared type.
+    pub(crate) declared: BTreeMap<Slot, (String, DeclaredType)>,
+    /// Check the inputs bound to this graph against their declared types (a subgraph planned
+    /// with `check_declarations`; a session checks the main graph's inputs itself).
+    pub(crate) check_inputs: bool,
 }
 
 /// A subgraph planned inside its owner: the plan and, for each name it captures, where that
@@ -344,6 +389,17 @@ pub(crate) fn graph_err(graph: &str, reason: impl Into<String>) -> RefError {
 }
 
 impl GraphPlan {
+    /// An error naming `name` when `value` breaks its declared type.
+    fn check_declared(&self, name: &str, declared: &DeclaredType, value: &Value) -> Result<()> {
+        match declared.broken_by(value) {
+            Some(reason) => Err(graph_err(
+                &self.name,
+                format!("value '{name}' breaks its declared type: {reason}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Number of graph inputs.
     pub(crate) fn num_inputs(&self) -> usize {
         self.inputs.len()
@@ -400,7 +456,12 @@ impl GraphPlan {
         let mut given = inputs.into_iter();
         for input in &self.inputs {
             match given.next().flatten() {
-                Some(v) => values[input.slot] = Some(v),
+                Some(v) => {
+                    if self.check_inputs {
+                        self.check_declared(&input.name, &input.declared, &v)?;
+                    }
+                    values[input.slot] = Some(v)
+                }
                 None if input.has_default => {}
                 None => {
                     return Err(RefError::Input {
@@ -462,6 +523,9 @@ impl GraphPlan {
             };
             for (slot, v) in step.outputs.iter().zip(outs) {
                 if let Some(s) = slot {
+                    if let Some((name, declared)) = self.declared.get(s) {
+                        self.check_declared(name, declared, &v)?;
+                    }
                     values[*s] = Some(v);
                 }
             }

@@ -488,6 +488,16 @@ impl GraphPlan {
             step.free.extend(unused);
         }
 
+        let mut declared = BTreeMap::new();
+        if ctx.check_declarations {
+            for vi in graph.value_info.iter().chain(&graph.output) {
+                let name = vi.name.as_deref().unwrap_or("");
+                if let (Some(&slot), true) = (slots.get(name), producer.contains_key(name)) {
+                    declared.insert(slot, (name.to_string(), declared_type(vi)));
+                }
+            }
+        }
+
         Ok(GraphPlan {
             name: gname,
             inputs,
@@ -498,50 +508,21 @@ impl GraphPlan {
             outer_names,
             steps,
             slot_count: slots.len(),
+            declared,
+            check_inputs: ctx.check_declarations && ctx.depth > 0,
         })
     }
 }
 
 /// Checks a fed value against its declared type: dtype, rank and static dims.
 fn check_input(name: &str, declared: &DeclaredType, value: &Value) -> Result<()> {
-    let DeclaredType::Tensor { dtype, dims } = declared else {
-        return Ok(());
-    };
-    let err = |reason: String| RefError::Input {
-        input: name.to_string(),
-        reason,
-    };
-    let t = match value {
-        Value::Tensor(t) => t,
-        other => return Err(err(format!("expected a tensor, got {}", other.kind()))),
-    };
-    if let Some(d) = dtype {
-        if t.dtype() != *d {
-            return Err(err(format!("expected element type {d}, got {}", t.dtype())));
-        }
+    match declared.broken_by(value) {
+        Some(reason) => Err(RefError::Input {
+            input: name.to_string(),
+            reason,
+        }),
+        None => Ok(()),
     }
-    if let Some(dims) = dims {
-        if dims.len() != t.rank() {
-            return Err(err(format!(
-                "expected rank {} {dims:?}, got shape {:?}",
-                dims.len(),
-                t.shape()
-            )));
-        }
-        for (axis, (want, got)) in dims.iter().zip(t.shape()).enumerate() {
-            // A declared dim that is not positive (-1, as some exporters write for unknown)
-            // constrains nothing.
-            if let Some(w) = want.filter(|w| *w >= 0) {
-                if w != *got as i64 {
-                    return Err(err(format!(
-                        "dimension {axis} must be {w}, got shape {:?}",
-                        t.shape()
-                    )));
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A model prepared for repeated execution.
@@ -562,7 +543,7 @@ impl Session {
 
     /// Like [`Session::new`] with another kernel registry.
     pub fn with_registry(model: &ModelProto, registry: &KernelRegistry) -> Result<Session> {
-        Self::plan(model, registry, false)
+        Self::plan(model, registry, false, false)
     }
 
     /// Like [`Session::new`], but the main graph's initializers of at least 1 KiB stay encoded
@@ -570,10 +551,25 @@ impl Session {
     /// after its last read, so a run holds the weights its live steps need, not every weight
     /// (each run decodes them again).
     pub fn with_lazy_weights(model: &ModelProto) -> Result<Session> {
-        Self::plan(model, builtin_registry(), true)
+        Self::plan(model, builtin_registry(), true, false)
     }
 
-    fn plan(model: &ModelProto, registry: &KernelRegistry, lazy_weights: bool) -> Result<Session> {
+    /// Like [`Session::new`], but a run also checks every value a node produces (in the main
+    /// graph and in subgraphs) against the type its graph declares for it (in `value_info` or
+    /// as a graph output), and every value bound to a subgraph input against that input's
+    /// declaration, and fails naming the first that breaks it. An optimizer may rely on
+    /// declared types, so a model that breaks one on some input is invalid there; a
+    /// comparison of a model with its optimized form skips such inputs.
+    pub fn checking_declarations(model: &ModelProto) -> Result<Session> {
+        Self::plan(model, builtin_registry(), false, true)
+    }
+
+    fn plan(
+        model: &ModelProto,
+        registry: &KernelRegistry,
+        lazy_weights: bool,
+        check_declarations: bool,
+    ) -> Result<Session> {
         let graph = model
             .graph
             .as_ref()
@@ -587,6 +583,7 @@ impl Session {
             call_stack: Vec::new(),
             depth: 0,
             lazy_weights,
+            check_declarations,
         };
         let plan = GraphPlan::build(graph, &ctx, &|_| false)?;
         Ok(Session { plan, opsets })
@@ -672,6 +669,7 @@ pub fn opaque_nodes(model: &ModelProto) -> Vec<usize> {
         call_stack: Vec::new(),
         depth: 0,
         lazy_weights: false,
+        check_declarations: false,
     };
     let mut out = Vec::new();
     for (i, node) in graph.node.iter().enumerate() {

@@ -482,3 +482,84 @@ fn upsample_refuses_a_scale_that_is_not_positive() {
         [1.0, 1.0, 2.0, 2.0]
     );
 }
+
+#[test]
+fn checking_declarations_refuses_a_value_that_breaks_its_declared_type() {
+    // t = Neg(x) is float, but value_info declares it int64; a subgraph output declared
+    // [?, 3] gets Transpose(x) = [3, 2].
+    let mut m = model(
+        vec![
+            node("Neg", "n", &["x"], &["t"]),
+            node("Identity", "i", &["t"], &["y"]),
+        ],
+        13,
+    );
+    m.graph
+        .as_mut()
+        .unwrap()
+        .value_info
+        .push(tensor_info("t", DType::Int64, &[None, Some(3)]));
+    let x = floats(&[2, 3], vec![1.0, -2.0, 3.0, -4.0, 5.0, -6.0]);
+    let plain = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plain.run(vec![("x".into(), x.clone())]).is_ok());
+    let checking = Session::checking_declarations(&m).unwrap_or_else(|e| panic!("{e}"));
+    let err = checking
+        .run(vec![("x".into(), x.clone())])
+        .expect_err("t breaks its declaration")
+        .to_string();
+    assert!(
+        err.contains("value 't' breaks its declared type: expected element type INT64, got FLOAT"),
+        "{err}"
+    );
+
+    let then_branch = GraphProto {
+        name: Some("then".into()),
+        node: vec![node("Transpose", "tr", &["x"], &["t"])],
+        output: vec![tensor_info("t", DType::Float, &[None, Some(3)])],
+        ..Default::default()
+    };
+    let else_branch = GraphProto {
+        name: Some("else".into()),
+        node: vec![node("Identity", "id", &["x"], &["e"])],
+        output: vec![tensor_info("e", DType::Float, &[None, Some(3)])],
+        ..Default::default()
+    };
+    let mut cond = node("If", "if", &["c"], &["y"]);
+    for (name, g) in [("then_branch", then_branch), ("else_branch", else_branch)] {
+        cond.attribute.push(AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Graph as i32),
+            g: Some(g),
+            ..Default::default()
+        });
+    }
+    let mut m = model(vec![cond], 13);
+    let g = m.graph.as_mut().unwrap();
+    g.input.push(tensor_info("c", DType::Bool, &[]));
+    g.output = vec![tensor_info("y", DType::Float, &[None, None])];
+    let inputs = |c: bool| {
+        vec![
+            ("x".to_string(), x.clone()),
+            (
+                "c".to_string(),
+                Value::Tensor(Tensor::from_vec(&[], vec![c]).unwrap_or_else(|e| panic!("{e}"))),
+            ),
+        ]
+    };
+    let plain = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plain.run(inputs(true)).is_ok());
+    let checking = Session::checking_declarations(&m).unwrap_or_else(|e| panic!("{e}"));
+    let err = checking
+        .run(inputs(true))
+        .expect_err("the branch output breaks its declaration")
+        .to_string();
+    assert!(
+        err.contains("then")
+            && err.contains(
+                "value 't' breaks its declared type: dimension 1 must be 3, got shape [3, 2]"
+            ),
+        "{err}"
+    );
+    // The other branch keeps its declaration.
+    assert!(checking.run(inputs(false)).is_ok());
+}
