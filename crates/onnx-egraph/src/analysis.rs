@@ -117,7 +117,7 @@ impl Analysis<ONode> for OnnxAnalysis {
             }
             (Some(_), None) => changed_b = true,
             (Some(x), Some(y)) if x != y => {
-                if !self.same_constant(x, y) {
+                if !self.same_constant_up_to_rounding(x, y) {
                     let conflict = TypeConflict {
                         left: format!("constant #{}", x.0),
                         right: format!("constant #{}", y.0),

@@ -243,6 +243,45 @@ impl OnnxAnalysis {
         }
     }
 
+    /// True when two constants are [`OnnxAnalysis::same_constant`], or are float tensors of
+    /// one type and shape whose elements differ only by rounding: NaN where the other is NaN,
+    /// an infinity where the other is the same infinity, and finite elements within a relative
+    /// 1e-5 (1e-2 for float16, bfloat16 and the 8-bit floats) plus an absolute 1e-6. A rule
+    /// tagged `rounding` computes a value another way, so folding its two sides may give two
+    /// such constants, which congruence then puts in one class: that is not a conflict.
+    pub fn same_constant_up_to_rounding(&mut self, a: ConstId, b: ConstId) -> bool {
+        if self.same_constant(a, b) {
+            return true;
+        }
+        let (ta, tb) = (&self.consts.get(a).tensor, &self.consts.get(b).tensor);
+        if ta.data_type != tb.data_type || ta.dims != tb.dims {
+            return false;
+        }
+        let (Ok(x), Ok(y)) = (self.const_value(a), self.const_value(b)) else {
+            return false;
+        };
+        let (onnx_ref::Value::Tensor(x), onnx_ref::Value::Tensor(y)) = (&*x, &*y) else {
+            return false;
+        };
+        if !x.dtype().is_float() {
+            return false;
+        }
+        let rtol = match x.dtype().bit_width() {
+            w if w <= 16 => 1e-2,
+            _ => 1e-5,
+        };
+        let (Ok(p), Ok(q)) = (x.to_f64_vec(), y.to_f64_vec()) else {
+            return false;
+        };
+        p.iter().zip(&q).all(|(&u, &v)| {
+            (u.is_nan() && v.is_nan())
+                || u == v
+                || (u.is_finite()
+                    && v.is_finite()
+                    && (u - v).abs() <= 1e-6 + rtol * u.abs().max(v.abs()))
+        })
+    }
+
     /// Stores a tensor value computed by folding, returning its id.
     pub fn intern_value(&mut self, value: &onnx_ref::Tensor) -> ConstId {
         let proto: TensorProto = value.to_proto("");
