@@ -38,7 +38,7 @@ pub struct Outcome {
 pub fn check_ir(path: &Path, model: &Model) -> Result<(), Error> {
     onnx_ir::check_model(model).map_err(|errors| Error::Check {
         path: path.to_path_buf(),
-        errors: errors.iter().map(|e| e.to_string()).collect(),
+        errors,
     })
 }
 
@@ -69,19 +69,7 @@ pub fn optimize_file(
         mut model,
         had_external,
     } = load_ir(input)?;
-    if model.graph.topological_order().is_ok() && !is_sorted(&model) {
-        eprintln!(
-            "warning: {}: nodes are not in topological order; sorting them",
-            input.display()
-        );
-        model
-            .graph
-            .sort_topologically()
-            .map_err(|source| Error::Ir {
-                path: input.to_path_buf(),
-                source,
-            })?;
-    }
+    sort_nodes(input, &mut model)?;
     check_ir(input, &model)?;
     for w in checker_warnings(&model) {
         eprintln!("warning: {}: {w}", input.display());
@@ -125,6 +113,27 @@ pub fn optimize_file(
         save_ms,
         report,
     })
+}
+
+/// Sorts a model's nodes topologically when they are out of order (with a warning naming
+/// `origin` on stderr), as every loader of the command line and the Python package does
+/// before the checker, which refuses unsorted nodes. A graph with a cycle is left as it is
+/// (the checker names the cycle).
+pub fn sort_nodes(origin: &Path, model: &mut Model) -> Result<(), Error> {
+    if model.graph.topological_order().is_ok() && !is_sorted(model) {
+        eprintln!(
+            "warning: {}: nodes are not in topological order; sorting them",
+            origin.display()
+        );
+        model
+            .graph
+            .sort_topologically()
+            .map_err(|source| Error::Ir {
+                path: origin.to_path_buf(),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 fn is_sorted(model: &Model) -> bool {

@@ -58,9 +58,9 @@ mod rust_rule;
 pub mod testing;
 mod verify;
 
-pub use files::{check_ir, checker_warnings, optimize_file, render_table, Outcome};
+pub use files::{check_ir, checker_warnings, optimize_file, render_table, sort_nodes, Outcome};
 pub use info::{elem_type_name, type_to_string, ModelInfo};
-pub use model::{is_text_model, load_ir, load_proto, save_proto, Loaded};
+pub use model::{is_text_model, load_ir, load_ir_bytes, load_proto, save_proto, Loaded};
 /// What a Rust rule's guard and right side see and build with.
 pub use onnx_egraph::{RhsError, RustMatch, RustOp, RustRhs, Val};
 pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
@@ -96,6 +96,11 @@ pub use onnx_ref as interp;
 /// The rule language: parsing and checking rule text.
 pub use onnx_rules as rule_lang;
 
+fn render_check_errors(errors: &[onnx_ir::CheckError]) -> String {
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    lines.join("\n  ")
+}
+
 /// Errors of the onnx-opt library; each names the file, rule or pipeline it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -121,12 +126,16 @@ pub enum Error {
     },
     /// A model that fails the checker (a file loaded, or a model given to
     /// [`Optimizer::optimize`]: it refuses an invalid model before optimizing).
-    #[error("{path}: the model fails the checker:\n  {}", errors.join("\n  "))]
+    #[error(
+        "{path}: the model fails the checker:\n  {}",
+        render_check_errors(errors)
+    )]
     Check {
         /// The file (`<graph NAME>` for a model given in memory).
         path: PathBuf,
-        /// Every problem found.
-        errors: Vec<String>,
+        /// Every problem found, in model order (each names its node where it has one:
+        /// [`onnx_ir::CheckError::node`]).
+        errors: Vec<onnx_ir::CheckError>,
     },
     /// The optimizer failed.
     #[error("{path}: optimization failed")]

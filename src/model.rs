@@ -144,6 +144,59 @@ pub fn load_ir(path: &Path) -> Result<Loaded, Error> {
     })
 }
 
+/// Loads a model held in memory (the binary protobuf, or the text syntax when it starts with
+/// `<`) into the IR; `origin` names it in messages, and external data is read relative to
+/// `dir` (refused, naming the tensor, when `dir` is `None` and the model has external data).
+pub fn load_ir_bytes(
+    bytes: bytes::Bytes,
+    origin: &Path,
+    dir: Option<&Path>,
+) -> Result<Loaded, Error> {
+    let mut loaded = if is_text_model(origin, &bytes[..bytes.len().min(256)]) {
+        let text = std::str::from_utf8(&bytes).map_err(|e| Error::Run {
+            path: origin.to_path_buf(),
+            message: format!(
+                "not UTF-8 at byte {}: a text model must be UTF-8 (a binary model must not start with '<')",
+                e.valid_up_to()
+            ),
+        })?;
+        onnx_proto::LoadedModel {
+            model: parse_text_model(text, origin)?,
+            path: origin.to_path_buf(),
+            dir: dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+            file_size: bytes.len() as u64,
+            unrepresented_bytes: 0,
+        }
+    } else {
+        if bytes.is_empty() {
+            return Err(onnx_proto::Error::Empty {
+                path: origin.to_path_buf(),
+            }
+            .into());
+        }
+        let dir = dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        onnx_proto::load_model_bytes(bytes, origin, dir)?
+    };
+    let had_external = onnx_proto::any_external(&loaded.model);
+    if had_external && dir.is_none() {
+        return Err(Error::Run {
+            path: origin.to_path_buf(),
+            message: "the model stores tensors in external data files, and no directory was given to read them from (pass the model's path instead)".into(),
+        });
+    }
+    let (dir, p) = (loaded.dir.clone(), loaded.path.clone());
+    onnx_proto::inline_external_data(&mut loaded.model, &dir, &p)?;
+    let model = Model::from_proto(loaded.model.clone()).map_err(|source| Error::Ir {
+        path: origin.to_path_buf(),
+        source,
+    })?;
+    Ok(Loaded {
+        proto: loaded,
+        model,
+        had_external,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -487,7 +487,7 @@ impl Optimizer {
         if let Err(errors) = valid {
             return Err(Error::Check {
                 path: origin.into(),
-                errors: errors.iter().map(ToString::to_string).collect(),
+                errors,
             });
         }
         let phases = self.phases()?;

@@ -43,6 +43,10 @@ pub struct Mismatch {
     pub output: String,
     /// How it differs.
     pub detail: String,
+    /// The largest absolute difference between the two outputs' elements, for float tensors
+    /// of one shape (infinite where one is NaN or infinite and the other is not); `None`
+    /// otherwise.
+    pub max_difference: Option<f64>,
 }
 
 /// Errors of verification itself (a model the interpreter cannot run, ...).
@@ -420,6 +424,7 @@ impl Pair<'_> {
                     trial,
                     data_set: false,
                     output: name.clone(),
+                    max_difference: max_abs_difference(va, vb),
                     detail,
                 }));
             }
@@ -440,6 +445,7 @@ impl Pair<'_> {
                     trial,
                     data_set: false,
                     output: format!("{x} (an input of a node the check runs around)"),
+                    max_difference: max_abs_difference(p, q),
                     detail,
                 }));
             }
@@ -476,6 +482,29 @@ pub fn compare_values(a: &Value, b: &Value, tol: Tolerance) -> Option<String> {
         _ if a == b => None,
         _ => Some(format!("values differ: {} vs {}", a.kind(), b.kind())),
     }
+}
+
+/// The largest absolute difference between two float tensors of one dtype and shape (NaN
+/// against NaN counts 0, NaN or an infinity against anything else infinite); `None` for other
+/// values.
+fn max_abs_difference(a: &Value, b: &Value) -> Option<f64> {
+    let (Value::Tensor(x), Value::Tensor(y)) = (a, b) else {
+        return None;
+    };
+    if !x.dtype().is_float() || x.dtype() != y.dtype() || x.shape() != y.shape() {
+        return None;
+    }
+    let (p, q) = (x.to_f64_vec().ok()?, y.to_f64_vec().ok()?);
+    Some(p.iter().zip(&q).fold(0.0, |worst: f64, (a, b)| {
+        let d = if (a.is_nan() && b.is_nan()) || a == b {
+            0.0
+        } else if a.is_finite() && b.is_finite() {
+            (a - b).abs()
+        } else {
+            f64::INFINITY
+        };
+        worst.max(d)
+    }))
 }
 
 fn compare_tensors(x: &Tensor, y: &Tensor, tol: Tolerance) -> Option<String> {

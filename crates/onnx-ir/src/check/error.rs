@@ -410,6 +410,32 @@ impl CheckError {
         }
     }
 
+    /// The node the problem is in: the innermost one that has a node, else the node owning
+    /// the subgraph it is in; `None` for a problem of the model, a graph or a function.
+    pub fn node(&self) -> Option<&NodeRef> {
+        use CheckError as E;
+        match self {
+            E::InSubgraph { node, error, .. } => error.node().or(Some(node)),
+            E::InFunction { error, .. } => error.node(),
+            E::UndefinedInput { node, .. }
+            | E::UseBeforeDefinition { node, .. }
+            | E::Cycle { node, .. }
+            | E::DuplicateDefinition { node, .. }
+            | E::ShadowsOuterName { node, .. }
+            | E::EmptyOpType { node, .. }
+            | E::NoInputsOrOutputs { node, .. }
+            | E::MissingOpsetImport { node, .. }
+            | E::DuplicateAttribute { node, .. }
+            | E::EmptyAttributeName { node, .. }
+            | E::AttributeWithoutType { node, .. }
+            | E::AttributeTypeMismatch { node, .. }
+            | E::AttributeMultipleValues { node, .. }
+            | E::RefAttributeWithValue { node, .. }
+            | E::Schema { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+
     /// The innermost problem, without subgraph or function context.
     pub fn innermost(&self) -> &CheckError {
         match self {

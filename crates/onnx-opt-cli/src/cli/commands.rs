@@ -1,7 +1,5 @@
 //! One function per subcommand; each returns the process exit code or an error to render.
 
-use std::process::ExitCode;
-
 use anyhow::{Context, Result};
 
 use super::Command;
@@ -12,7 +10,7 @@ use onnx_opt::ModelInfo;
 use onnx_opt::{optimize_file, render_table};
 use onnx_opt::{Optimizer, Pipeline};
 
-pub fn run(command: Command) -> Result<ExitCode> {
+pub fn run(command: Command) -> Result<u8> {
     match command {
         Command::Optimize(args) => optimize(args),
         Command::Convert(args) => {
@@ -57,7 +55,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             if let Some(profile) = &outcome.profile {
                 print!("{}", onnx_opt::render_profile(profile));
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
         Command::Print {
             model,
@@ -71,7 +69,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             let mut out = std::io::stdout().lock();
             // A closed pipe (`| head`) is not an error worth a message.
             let _ = out.write_all(text.as_bytes());
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
         Command::Check { model } => {
             let loaded = onnx_opt::load_ir(&model)?;
@@ -80,13 +78,13 @@ pub fn run(command: Command) -> Result<ExitCode> {
                 eprintln!("warning: {}: {w}", model.display());
             }
             println!("{}: ok", model.display());
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
         Command::Info { model } => {
             let loaded = onnx_opt::load_proto(&model)?;
             print!("{}", ModelInfo::of(&loaded.model));
             println!("file size: {} bytes", loaded.file_size);
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
         Command::Rules(cmd) => super::rules_cmd::run(cmd),
         Command::Pipelines { file } => {
@@ -102,7 +100,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
                     }
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
         Command::Copy {
             model,
@@ -117,12 +115,12 @@ pub fn run(command: Command) -> Result<ExitCode> {
             };
             onnx_opt::save_proto(&loaded.model, Some(&loaded.dir), &output, &options)
                 .with_context(|| format!("saving {}", output.display()))?;
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
     }
 }
 
-fn optimize(args: super::OptimizeArgs) -> Result<ExitCode> {
+fn optimize(args: super::OptimizeArgs) -> Result<u8> {
     let sel = args.rules.selection();
     let mut optimizer = Optimizer::new()
         .pipeline(Pipeline::by_name_or_file(&args.pipeline)?)
@@ -190,7 +188,7 @@ fn finish(
     outcome: &onnx_opt::Outcome,
     report: Option<&std::path::Path>,
     quiet: bool,
-) -> Result<ExitCode> {
+) -> Result<u8> {
     warn_unchecked(&outcome.report);
     let to_stdout = report.is_some_and(|p| p.as_os_str() == "-");
     if !quiet {
@@ -210,7 +208,7 @@ fn finish(
             false => onnx_proto::write_atomic(path, |w| w.write_all(&json))?,
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(super::exit::SUCCESS)
 }
 
 /// A warning on stderr when the result was written without the check.

@@ -1,7 +1,6 @@
 //! Argument parsing and the command dispatch of the `onnx-opt` binary.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -296,6 +295,7 @@ fn parse_input(s: &str) -> anyhow::Result<(String, PathBuf)> {
 
 /// Exit codes of the binary.
 pub mod exit {
+    pub const SUCCESS: u8 = 0;
     pub const ERROR: u8 = 1;
     pub const USAGE: u8 = 2;
 }
@@ -313,9 +313,9 @@ const SUBCOMMANDS: &[&str] = &[
     "help",
 ];
 
-/// Parses the process arguments (with `onnx-opt MODEL -o OUT` meaning `optimize`) and runs.
-pub fn main() -> ExitCode {
-    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+/// Parses `args` (the program name first; `onnx-opt MODEL -o OUT` means `optimize`), runs
+/// the command and returns the exit code (0 success, 1 error, 2 usage).
+pub fn run(mut args: Vec<std::ffi::OsString>) -> u8 {
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
         if !first.starts_with('-')
             && !SUBCOMMANDS.contains(&first)
@@ -329,14 +329,14 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let code = if e.use_stderr() { exit::USAGE } else { 0 };
             let _ = e.print();
-            return ExitCode::from(code);
+            return code;
         }
     };
     match commands::run(cli.command) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(exit::ERROR)
+            exit::ERROR
         }
     }
 }

@@ -1,13 +1,12 @@
 //! `onnx-opt rules list | check | explain`.
 
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Result;
 
 use super::RulesCommand;
 
-pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
+pub fn run(cmd: RulesCommand) -> Result<u8> {
     match cmd {
         RulesCommand::List { rules } => {
             let mut sel = rules.selection();
@@ -39,7 +38,7 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                     );
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
         RulesCommand::Check {
             files,
@@ -61,7 +60,7 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                 parsed.len()
             );
             if no_prove {
-                return Ok(ExitCode::SUCCESS);
+                return Ok(super::exit::SUCCESS);
             }
             let opts = onnx_prove::ProveOptions {
                 seed,
@@ -131,9 +130,9 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                     trips_failed.len(),
                     trips.len()
                 );
-                return Ok(ExitCode::from(super::exit::ERROR));
+                return Ok(super::exit::ERROR);
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
         RulesCommand::Explain { rule, model, rules } => {
             let mut sel = rules.selection();
@@ -168,7 +167,7 @@ pub fn run(cmd: RulesCommand) -> Result<ExitCode> {
                 };
                 println!("{}: {v}", s.site);
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(super::exit::SUCCESS)
         }
     }
 }
