@@ -29,8 +29,8 @@ a realistic range (the script prints output statistics). Same seed, same bytes.
 Each model is checked with onnx.checker.check_model(path, full_check=True) and run once in
 onnxruntime (BERT on batch 1, seq 16; ResNet-50 on batch 1).
 
-  /work/pyvenv/bin/python benches/gen_bench_models.py                 # target/bench-models
-  /work/pyvenv/bin/python benches/gen_bench_models.py --out DIR --only bert-base
+  $PY benches/gen_bench_models.py                 # target/bench-models
+  $PY benches/gen_bench_models.py --out DIR --only bert-base
 
 Needs onnx and numpy; onnxruntime for the run (skipped with a note when it is missing).
 About a minute for both. Exit status: 0 when both models were written and checked, 1 when a

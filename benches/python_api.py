@@ -34,9 +34,9 @@ model and does nothing else: its median time and peak RSS show what the optimize
 (the `+RSS over floor` column). Failures (an exception, a crash, --timeout) are results: the
 row says why, the script goes on.
 
-  /work/pyvenv/bin/python benches/gen_bench_models.py            # target/bench-models, ~1 min
-  /work/pyvenv/bin/python benches/python_api.py                  # target/python-api-bench
-  /work/pyvenv/bin/python benches/python_api.py --repeat 3 --tools onnx-opt-check0 onnxsim \\
+  $PY benches/gen_bench_models.py            # target/bench-models, ~1 min
+  $PY benches/python_api.py                  # target/python-api-bench
+  $PY benches/python_api.py --repeat 3 --tools onnx-opt-check0 onnxsim \\
       --models DIR --python /other/venv/bin/python --out DIR
 
 Writes OUT/results.md (the tables) and OUT/results.json (every run, versions, settings). Exit

@@ -80,7 +80,17 @@ impl Source {
 /// A library error as a `NativeError` whose kind and fields the Python layer turns into its
 /// exception classes.
 fn to_py(err: Error) -> PyErr {
-    let message = render(&err);
+    let mut message = render(&err);
+    // The library names these options as the command line spells them.
+    for (flag, argument) in [
+        ("--skip ", "skip_rules: "),
+        ("--input-shape ", "input_shapes: "),
+        ("--outputs ", "outputs: "),
+    ] {
+        if let Some(rest) = message.strip_prefix(flag) {
+            message = format!("{argument}{rest}");
+        }
+    }
     Python::attach(|py| {
         let fields = PyDict::new(py);
         let kind = fill_fields(&err, &fields).unwrap_or("error");
