@@ -129,12 +129,16 @@ pub struct Loaded {
 
 /// Loads a model file into the IR, with external data mapped in; returns the proto too.
 pub fn load_ir(path: &Path) -> Result<Loaded, Error> {
-    let mut loaded = load_proto(path)?;
+    into_ir(load_proto(path)?, path)
+}
+
+/// Maps a loaded proto's external data in and builds its IR.
+fn into_ir(mut loaded: onnx_proto::LoadedModel, origin: &Path) -> Result<Loaded, Error> {
     let had_external = onnx_proto::any_external(&loaded.model);
     let (dir, p) = (loaded.dir.clone(), loaded.path.clone());
     onnx_proto::inline_external_data(&mut loaded.model, &dir, &p)?;
     let model = Model::from_proto(loaded.model.clone()).map_err(|source| Error::Ir {
-        path: path.to_path_buf(),
+        path: origin.to_path_buf(),
         source,
     })?;
     Ok(Loaded {
@@ -152,7 +156,7 @@ pub fn load_ir_bytes(
     origin: &Path,
     dir: Option<&Path>,
 ) -> Result<Loaded, Error> {
-    let mut loaded = if is_text_model(origin, &bytes[..bytes.len().min(256)]) {
+    let loaded = if is_text_model(origin, &bytes[..bytes.len().min(256)]) {
         let text = std::str::from_utf8(&bytes).map_err(|e| Error::Run {
             path: origin.to_path_buf(),
             message: format!(
@@ -177,24 +181,13 @@ pub fn load_ir_bytes(
         let dir = dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         onnx_proto::load_model_bytes(bytes, origin, dir)?
     };
-    let had_external = onnx_proto::any_external(&loaded.model);
-    if had_external && dir.is_none() {
+    if dir.is_none() && onnx_proto::any_external(&loaded.model) {
         return Err(Error::Run {
             path: origin.to_path_buf(),
             message: "the model stores tensors in external data files, and no directory was given to read them from (pass the model's path instead)".into(),
         });
     }
-    let (dir, p) = (loaded.dir.clone(), loaded.path.clone());
-    onnx_proto::inline_external_data(&mut loaded.model, &dir, &p)?;
-    let model = Model::from_proto(loaded.model.clone()).map_err(|source| Error::Ir {
-        path: origin.to_path_buf(),
-        source,
-    })?;
-    Ok(Loaded {
-        proto: loaded,
-        model,
-        had_external,
-    })
+    into_ir(loaded, origin)
 }
 
 #[cfg(test)]

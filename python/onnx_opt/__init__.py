@@ -121,6 +121,16 @@ def _result(data: Optional[bytes], kind: str) -> Any:
     return onnx.ModelProto.FromString(data)
 
 
+def _finish(data: Optional[bytes], report_json: str, kind: str, saved: bool, report: bool) -> Any:
+    """What `optimize` and `convert` return: the report when the model was saved, else the
+    model (with the report when asked)."""
+    rep = json.loads(report_json)
+    if saved:
+        return rep
+    result = _result(data, kind)
+    return (result, rep) if report else result
+
+
 def _names(value: Union[None, str, Iterable[str]]) -> List[str]:
     if value is None:
         return []
@@ -256,11 +266,7 @@ def optimize(
         external_threshold=external_threshold,
         **source,
     )
-    rep = json.loads(report_json)
-    if output is not None:
-        return rep
-    result = _result(data, kind)
-    return (result, rep) if report else result
+    return _finish(data, report_json, kind, output is not None, report)
 
 
 def convert(
@@ -296,11 +302,7 @@ def convert(
         external_threshold=external_threshold,
         **source,
     )
-    rep = json.loads(report_json)
-    if output is not None:
-        return rep
-    result = _result(data, kind)
-    return (result, rep) if report else result
+    return _finish(data, report_json, kind, output is not None, report)
 
 
 def check(model: ModelLike) -> List[str]:

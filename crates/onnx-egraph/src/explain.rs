@@ -53,6 +53,26 @@ pub enum SiteVerdict {
     Refused(String),
 }
 
+impl std::fmt::Display for SiteVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SiteVerdict::Fired => f.write_str("fired"),
+            SiteVerdict::PatternFailed { line, col, reason } => {
+                write!(f, "pattern failed at {line}:{col}: {reason}")
+            }
+            SiteVerdict::GuardFailed { line, col, value } => {
+                write!(f, "guard failed at {line}:{col}: the condition is {value}")
+            }
+            SiteVerdict::Refused(reason) => {
+                write!(f, "matched, but the union was refused: {reason}")
+            }
+            SiteVerdict::TypeUnknownOrDifferent => {
+                f.write_str("matched, but the replacement's type is not known equal to the value's")
+            }
+        }
+    }
+}
+
 /// One site: a class where the rule's root op occurs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SiteReport {

@@ -639,25 +639,7 @@ fn rules_explain(
             })?;
         Ok(Ok(sites
             .iter()
-            .map(|s| {
-                let v = match &s.verdict {
-                    onnx_egraph::SiteVerdict::Fired => "fired".to_string(),
-                    onnx_egraph::SiteVerdict::PatternFailed { line, col, reason } => {
-                        format!("pattern failed at {line}:{col}: {reason}")
-                    }
-                    onnx_egraph::SiteVerdict::GuardFailed { line, col, value } => {
-                        format!("guard failed at {line}:{col}: the condition is {value}")
-                    }
-                    onnx_egraph::SiteVerdict::Refused(reason) => {
-                        format!("matched, but the union was refused: {reason}")
-                    }
-                    onnx_egraph::SiteVerdict::TypeUnknownOrDifferent => {
-                        "matched, but the replacement's type is not known equal to the value's"
-                            .to_string()
-                    }
-                };
-                (s.site.to_string(), v)
-            })
+            .map(|s| (s.site.to_string(), s.verdict.to_string()))
             .collect()))
     })
     .map_err(to_py)?

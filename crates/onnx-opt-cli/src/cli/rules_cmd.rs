@@ -149,23 +149,7 @@ pub fn run(cmd: RulesCommand) -> Result<u8> {
                 println!("rule '{rule}': its root op does not occur in the model (or the model's opset is outside the rule's window)");
             }
             for s in &sites {
-                let v = match &s.verdict {
-                    onnx_egraph::SiteVerdict::Fired => "fired".to_string(),
-                    onnx_egraph::SiteVerdict::PatternFailed { line, col, reason } => {
-                        format!("pattern failed at {line}:{col}: {reason}")
-                    }
-                    onnx_egraph::SiteVerdict::GuardFailed { line, col, value } => {
-                        format!("guard failed at {line}:{col}: the condition is {value}")
-                    }
-                    onnx_egraph::SiteVerdict::Refused(reason) => {
-                        format!("matched, but the union was refused: {reason}")
-                    }
-                    onnx_egraph::SiteVerdict::TypeUnknownOrDifferent => {
-                        "matched, but the replacement's type is not known equal to the value's"
-                            .to_string()
-                    }
-                };
-                println!("{}: {v}", s.site);
+                println!("{}: {}", s.site, s.verdict);
             }
             Ok(super::exit::SUCCESS)
         }
