@@ -199,7 +199,9 @@ fn option_error(message: String) -> PyErr {
     NativeError::new_err(("option", message, ()))
 }
 
-/// What `optimize` and `convert` take besides the model.
+/// What `optimize` and `convert` take besides the model (`convert` reads only `check`,
+/// `require_check`, `skip` and `dims`; the default is used for the rest).
+#[derive(Default)]
 struct Options {
     pipeline: String,
     check: usize,
@@ -361,7 +363,6 @@ fn model_bytes<'py>(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn optimize_impl(
     py: Python<'_>,
     source: Source,
@@ -456,20 +457,12 @@ fn convert(
 ) -> PyResult<(Option<Py<PyBytes>>, String)> {
     let source = Source::new(path, data, base_dir)?;
     let options = Options {
-        pipeline: String::new(),
         check,
         require_check,
-        rules: vec![],
-        rules_text: vec![],
-        builtin_rules: true,
-        target_opset: None,
-        input_shapes: vec![],
         skip,
-        outputs: vec![],
-        cost: None,
-        fold: true,
-        unsafe_rules: false,
         dims,
+        fold: true,
+        ..Default::default()
     };
     optimize_impl(py, source, output, Some(opset), options, external_threshold)
 }
