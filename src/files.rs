@@ -52,23 +52,46 @@ pub fn checker_warnings(model: &Model) -> Vec<String> {
         .collect()
 }
 
-/// Optimizes `input` into `output` with `optimizer`; tensors of at least `external_threshold`
-/// bytes go to external data (by default only when the input had external data). Nothing is
+/// How [`optimize_file`] writes its output.
+#[derive(Debug, Clone, Default)]
+pub struct OutputOptions {
+    /// Tensors of at least this many bytes go to external data, `<output>.data`; by default
+    /// 1024 when the input had external data, else none.
+    pub external_threshold: Option<usize>,
+    /// Tensors whose bytes are unchanged in the input's external data files keep referring to
+    /// those files (at their offsets) instead of being copied; only new or changed tensors go
+    /// to the new data file. Refused before the optimization runs when the output would
+    /// replace the input model or a data file is not inside the output's directory; see
+    /// [`onnx_proto::SaveOptions::reuse_external_data`].
+    pub reuse_external_data: bool,
+}
+
+/// Optimizes `input` into `output` with `optimizer`, saving as `options` say. Nothing is
 /// written unless every step, the check included, succeeded.
 pub fn optimize_file(
     input: &Path,
     output: &Path,
     optimizer: &Optimizer,
-    external_threshold: Option<usize>,
+    options: &OutputOptions,
     progress: &dyn Fn(&str),
 ) -> Result<Outcome, Error> {
     let t0 = Instant::now();
+    if options.reuse_external_data && same_file(input, output) {
+        return Err(onnx_proto::Error::ReuseInPlace {
+            path: output.to_path_buf(),
+        }
+        .into());
+    }
     progress("loading");
     let Loaded {
         proto: loaded,
         mut model,
         had_external,
     } = load_ir(input)?;
+    if options.reuse_external_data && had_external {
+        // Refused now rather than after the optimization (the save checks it again).
+        onnx_proto::check_external_reuse(&loaded.model, output)?;
+    }
     sort_nodes(input, &mut model)?;
     check_ir(input, &model)?;
     for w in checker_warnings(&model) {
@@ -90,12 +113,15 @@ pub fn optimize_file(
     let proto = optimized.model.to_proto();
     let t3 = Instant::now();
     progress("saving");
-    let threshold = external_threshold.or(if had_external { Some(1024) } else { None });
-    let options = onnx_proto::SaveOptions {
+    let threshold = options
+        .external_threshold
+        .or(if had_external { Some(1024) } else { None });
+    let save = onnx_proto::SaveOptions {
         external: threshold.map(|t| onnx_proto::ExternalDataOptions::for_model(output, t)),
+        reuse_external_data: options.reuse_external_data,
         ..Default::default()
     };
-    crate::model::save_proto(&proto, None, output, &options)?;
+    crate::model::save_proto(&proto, None, output, &save)?;
     let save_ms = t3.elapsed().as_secs_f64() * 1e3;
     let size_after = std::fs::metadata(output)
         .map_err(|source| onnx_proto::Error::Io {
@@ -113,6 +139,14 @@ pub fn optimize_file(
         save_ms,
         report,
     })
+}
+
+/// Whether two paths name one existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Sorts a model's nodes topologically when they are out of order (with a warning naming

@@ -58,7 +58,9 @@ mod rust_rule;
 pub mod testing;
 mod verify;
 
-pub use files::{check_ir, checker_warnings, optimize_file, render_table, sort_nodes, Outcome};
+pub use files::{
+    check_ir, checker_warnings, optimize_file, render_table, sort_nodes, Outcome, OutputOptions,
+};
 pub use info::{elem_type_name, type_to_string, ModelInfo};
 pub use model::{is_text_model, load_ir, load_ir_bytes, load_proto, save_proto, Loaded};
 /// What a Rust rule's guard and right side see and build with.

@@ -8,6 +8,7 @@ mod dev_models;
 mod fuzz;
 mod pipelines;
 mod rules;
+mod save;
 
 /// Runs a generator script of `scripts/` with `--check` (it needs only Python's standard
 /// library) and fails with its output when the committed files are not what it writes.

@@ -201,6 +201,7 @@ def optimize(
     builtin_rules: bool = True,
     dims: Optional[Mapping[str, int]] = None,
     external_threshold: Optional[int] = None,
+    reuse_external_data: bool = False,
 ) -> Any:
     """Optimizes a model and checks the result against the original on random inputs.
 
@@ -228,6 +229,10 @@ def optimize(
         builtin_rules: use the built-in rules.
         dims: values for symbolic dims in the check's random inputs, ``{"batch": 2}``.
         external_threshold: see ``output``.
+        reuse_external_data: with ``output`` and a model given by its path: tensors unchanged
+            in the input's external data files stay there, and the output refers to those
+            files (which must be inside its directory; the output must not replace the input
+            model); only new or changed tensors go to the output's data file.
 
     Returns:
         The optimized model (a ``ModelProto``, or bytes when given bytes), with the report as
@@ -237,7 +242,8 @@ def optimize(
         CheckMismatch: the result's outputs differ from the original's.
         ModelError: the model cannot be read or fails the checker.
         RuleError: a rule file or rule text is wrong.
-        OptionError: an unknown rule, pipeline or output, or a contradicting input shape.
+        OptionError: an unknown rule, pipeline or output, a contradicting input shape, or
+            ``reuse_external_data`` where the output cannot refer to the input's data files.
 
     >>> import onnx_opt
     >>> text = b'<ir_version: 8, opset_import: ["" : 17]> g (float[N, 4] x) => (float[N, 4] y) { t = Transpose <perm = [1, 0]> (x)  y = Transpose <perm = [1, 0]> (t) }'
@@ -264,6 +270,7 @@ def optimize(
         unsafe_rules=unsafe_rules,
         dims=_dims(dims),
         external_threshold=external_threshold,
+        reuse_external_data=reuse_external_data,
         **source,
     )
     return _finish(data, report_json, kind, output is not None, report)
@@ -280,9 +287,11 @@ def convert(
     require_check: bool = False,
     dims: Optional[Mapping[str, int]] = None,
     external_threshold: Optional[int] = None,
+    reuse_external_data: bool = False,
 ) -> Any:
     """Converts a model to another opset of the default domain (up or down), checking the
-    result like ``optimize``. Takes and returns models as ``optimize`` does.
+    result like ``optimize``. Takes and returns models as ``optimize`` does (``output``,
+    ``external_threshold`` and ``reuse_external_data`` included).
 
     >>> import onnx_opt
     >>> text = b'<ir_version: 7, opset_import: ["" : 11]> g (float[2, 3] x) => (float[1, 3] y) { y = ReduceSum <axes = [0]> (x) }'
@@ -300,6 +309,7 @@ def convert(
         skip=_names(skip_rules),
         dims=_dims(dims),
         external_threshold=external_threshold,
+        reuse_external_data=reuse_external_data,
         **source,
     )
     return _finish(data, report_json, kind, output is not None, report)

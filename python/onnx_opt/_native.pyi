@@ -29,6 +29,7 @@ def optimize(
     unsafe_rules: bool = False,
     dims: Sequence[Tuple[str, int]] = ...,
     external_threshold: Optional[int] = None,
+    reuse_external_data: bool = False,
 ) -> Tuple[Optional[bytes], str]: ...
 def convert(
     opset: int,
@@ -42,6 +43,7 @@ def convert(
     skip: Sequence[str] = ...,
     dims: Sequence[Tuple[str, int]] = ...,
     external_threshold: Optional[int] = None,
+    reuse_external_data: bool = False,
 ) -> Tuple[Optional[bytes], str]: ...
 def check(
     path: Optional[str] = None, data: Optional[bytes] = None, base_dir: Optional[str] = None

@@ -172,6 +172,12 @@ fn fill_fields(err: &Error, f: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             f.set_item("problems", problems)?;
             "model"
         }
+        // Refusals of `reuse_external_data` for this output path: a choice of the caller's.
+        Error::Proto(
+            onnx_opt::proto::Error::ReuseOutside { .. }
+            | onnx_opt::proto::Error::ReuseInPlace { .. }
+            | onnx_opt::proto::Error::DataFileInUse { .. },
+        ) => "option",
         Error::Proto(_) | Error::Text { .. } | Error::Ir { .. } | Error::Run { .. } => {
             let file = match err {
                 Error::Text { path, .. } | Error::Ir { path, .. } | Error::Run { path, .. } => {
@@ -281,10 +287,10 @@ fn optimize_source(
     source: &Source,
     output: Option<&Path>,
     optimizer: &Optimizer,
-    external_threshold: Option<usize>,
+    save: &onnx_opt::OutputOptions,
 ) -> Result<Done, Error> {
     if let (Source::Path(input), Some(out)) = (source, output) {
-        let outcome = onnx_opt::optimize_file(input, out, optimizer, external_threshold, &|_| {})?;
+        let outcome = onnx_opt::optimize_file(input, out, optimizer, save, &|_| {})?;
         return Ok(Done {
             model: None,
             report: serde_json::to_string(&outcome).map_err(json_error)?,
@@ -293,6 +299,10 @@ fn optimize_source(
     let t0 = std::time::Instant::now();
     let mut loaded = source.load()?;
     let origin = source.origin();
+    if let (true, Some(out)) = (save.reuse_external_data && loaded.had_external, output) {
+        // Refused now rather than after the optimization (the save checks it again).
+        onnx_opt::proto::check_external_reuse(&loaded.proto.model, out)?;
+    }
     onnx_opt::sort_nodes(&origin, &mut loaded.model)?;
     onnx_opt::check_ir(&origin, &loaded.model)?;
     let optimized = optimizer.optimize(&loaded.model)?;
@@ -310,9 +320,12 @@ fn optimize_source(
         });
     };
     let big = proto.encoded_len() > PROTOBUF_LIMIT;
-    let threshold = external_threshold.or((loaded.had_external || big).then_some(1024));
+    let threshold = save
+        .external_threshold
+        .or((loaded.had_external || big).then_some(1024));
     let options = onnx_opt::proto::SaveOptions {
         external: threshold.map(|t| onnx_opt::proto::ExternalDataOptions::for_model(out, t)),
+        reuse_external_data: save.reuse_external_data,
         ..Default::default()
     };
     onnx_opt::save_proto(&proto, None, out, &options)?;
@@ -369,11 +382,16 @@ fn optimize_impl(
     output: Option<PathBuf>,
     convert_to: Option<i64>,
     options: Options,
-    external_threshold: Option<usize>,
+    save: onnx_opt::OutputOptions,
 ) -> PyResult<(Option<Py<PyBytes>>, String)> {
+    if save.reuse_external_data && output.is_none() {
+        return Err(option_error(
+            "reuse_external_data: the result is saved only with `output=`; without it there is no data file to reuse".into(),
+        ));
+    }
     let optimizer = options.optimizer(convert_to)?;
     let done = py
-        .detach(|| optimize_source(&source, output.as_deref(), &optimizer, external_threshold))
+        .detach(|| optimize_source(&source, output.as_deref(), &optimizer, &save))
         .map_err(to_py)?;
     let model = match &done.model {
         Some(m) => Some(model_bytes(py, m)?.unbind()),
@@ -390,7 +408,7 @@ fn optimize_impl(
     pipeline="default".to_string(), check=3, require_check=false, rules=vec![],
     rules_text=vec![], builtin_rules=true, target_opset=None, input_shapes=vec![],
     skip=vec![], outputs=vec![], cost=None, fold=true, unsafe_rules=false, dims=vec![],
-    external_threshold=None
+    external_threshold=None, reuse_external_data=false
 ))]
 #[allow(clippy::too_many_arguments)]
 fn optimize(
@@ -414,6 +432,7 @@ fn optimize(
     unsafe_rules: bool,
     dims: Vec<(String, i64)>,
     external_threshold: Option<usize>,
+    reuse_external_data: bool,
 ) -> PyResult<(Option<Py<PyBytes>>, String)> {
     let source = Source::new(path, data, base_dir)?;
     let options = Options {
@@ -432,14 +451,18 @@ fn optimize(
         unsafe_rules,
         dims,
     };
-    optimize_impl(py, source, output, None, options, external_threshold)
+    let save = onnx_opt::OutputOptions {
+        external_threshold,
+        reuse_external_data,
+    };
+    optimize_impl(py, source, output, None, options, save)
 }
 
 /// Converts a model to another opset; returns like `optimize`.
 #[pyfunction]
 #[pyo3(signature = (
     opset, path=None, data=None, base_dir=None, output=None, *, check=3, require_check=false,
-    skip=vec![], dims=vec![], external_threshold=None
+    skip=vec![], dims=vec![], external_threshold=None, reuse_external_data=false
 ))]
 #[allow(clippy::too_many_arguments)]
 fn convert(
@@ -454,6 +477,7 @@ fn convert(
     skip: Vec<String>,
     dims: Vec<(String, i64)>,
     external_threshold: Option<usize>,
+    reuse_external_data: bool,
 ) -> PyResult<(Option<Py<PyBytes>>, String)> {
     let source = Source::new(path, data, base_dir)?;
     let options = Options {
@@ -464,7 +488,11 @@ fn convert(
         fold: true,
         ..Default::default()
     };
-    optimize_impl(py, source, output, Some(opset), options, external_threshold)
+    let save = onnx_opt::OutputOptions {
+        external_threshold,
+        reuse_external_data,
+    };
+    optimize_impl(py, source, output, Some(opset), options, save)
 }
 
 /// The checker's problems with a model (empty when it is valid), and its warnings.

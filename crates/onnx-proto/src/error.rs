@@ -37,6 +37,18 @@ pub enum Error {
     /// The file is empty: no protobuf message of this kind can be empty and still be a model.
     #[error("{path}: empty file, not an ONNX model")]
     Empty { path: PathBuf },
+    /// Reusing external data: a tensor's data file is not inside the output model's directory,
+    /// so the output could not refer to it (a location may not leave the model's directory).
+    #[error("{path}: cannot reuse external data file '{}': it is not inside the output's directory (save the output in the input's directory, or without reusing its external data)", file.display())]
+    ReuseOutside { path: PathBuf, file: PathBuf },
+    /// Reusing external data: the output model would replace the input model, whose external
+    /// data file it refers to and must leave as it is.
+    #[error("{path}: the output would replace the input model, whose external data it reuses; save it to another path")]
+    ReuseInPlace { path: PathBuf },
+    /// The save would write a file (the new data file, or the model itself) over one that the
+    /// output's tensors still refer to.
+    #[error("{path}: saving would replace '{location}', which the output's tensors still refer to as their external data; save under another name")]
+    DataFileInUse { path: PathBuf, location: String },
     /// The model would exceed protobuf's 2 GiB limit and externalizing was disabled.
     #[error("{path}: serialized model is {size} bytes, above protobuf's 2 GiB limit; save with external data")]
     TooLarge { path: PathBuf, size: u64 },

@@ -1,13 +1,17 @@
 //! External tensor data: the `location`/`offset`/`length` entries of a `TensorProto` stored
 //! outside the model file, resolved safely against the model's directory, read zero-copy, and
-//! written at save time.
+//! written at save time (moved into a new data file, or pointed back at the file they were
+//! read from). Layer: above `file`, `mapped` and `data_writer`; `io` imports it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use bytes::Bytes;
 
-use crate::error::{Error, Result};
-use crate::file::{map_file, write_atomic};
+use crate::data_writer::{DataWriter, WriteStats};
+use crate::error::{io_err, Error, Result};
+use crate::file::{map_file, write_atomic_file};
+use crate::mapped::{source_of, MapKind};
 use crate::onnx::{
     tensor_proto::DataLocation, GraphProto, ModelProto, StringStringEntryProto, TensorProto,
 };
@@ -131,8 +135,14 @@ pub fn resolve_external_path(
     Ok(canon)
 }
 
-/// Reads an external tensor's bytes (memory-mapped, not copied).
-pub(crate) fn read_external(t: &TensorProto, dir: &Path, model_path: &Path) -> Result<Bytes> {
+/// Reads an external tensor's bytes (memory-mapped, not copied). `files` holds the files mapped
+/// so far, so that each is mapped once.
+pub(crate) fn read_external(
+    t: &TensorProto,
+    dir: &Path,
+    model_path: &Path,
+    files: &mut BTreeMap<PathBuf, Bytes>,
+) -> Result<Bytes> {
     let tensor = t.name.clone().unwrap_or_default();
     let info = external_data_info(t, model_path)?.ok_or_else(|| Error::ExternalData {
         path: model_path.to_path_buf(),
@@ -140,7 +150,14 @@ pub(crate) fn read_external(t: &TensorProto, dir: &Path, model_path: &Path) -> R
         reason: "tensor is not stored externally".into(),
     })?;
     let file = resolve_external_path(dir, &info.location, model_path, &tensor)?;
-    let data = map_file(&file)?;
+    let data = match files.get(&file) {
+        Some(data) => data.clone(),
+        None => {
+            let data = map_file(&file, MapKind::ExternalData)?;
+            files.insert(file, data.clone());
+            data
+        }
+    };
     let total = data.len() as u64;
     let end = match info.length {
         Some(len) => info.offset.checked_add(len),
@@ -255,10 +272,14 @@ pub fn any_external(model: &ModelProto) -> bool {
 }
 
 /// Replaces every external tensor's location with its bytes as `raw_data` (zero-copy).
+///
+/// The files stay mapped while a tensor holds a slice of them; saving copies such slices file
+/// to file in the kernel, and with `reuse_external_data` points them back at these files.
 pub fn inline_external_data(model: &mut ModelProto, dir: &Path, model_path: &Path) -> Result<()> {
+    let mut files = BTreeMap::new();
     for_each_tensor_mut(model, &mut |t| {
         if is_external(t) {
-            let data = read_external(t, dir, model_path)?;
+            let data = read_external(t, dir, model_path, &mut files)?;
             t.raw_data = Some(data);
             t.data_location = None;
             t.external_data.clear();
@@ -267,15 +288,22 @@ pub fn inline_external_data(model: &mut ModelProto, dir: &Path, model_path: &Pat
     })
 }
 
-/// Moves the `raw_data` of tensors at or above the threshold into one data file beside the
-/// model, written atomically, and points the tensors at it.
-pub(crate) fn externalize(
+/// A piece of a data file about to be written.
+pub(crate) enum Chunk {
+    /// Padding.
+    Zeros(usize),
+    /// A tensor's bytes.
+    Data(Bytes),
+}
+
+/// Moves the `raw_data` of tensors at or above the threshold (and not external already) out of
+/// the model, into the chunks of one data file, `opts.location`, each tensor at a 4 KiB-aligned
+/// offset; points the tensors at it. Nothing is written yet.
+pub(crate) fn move_to_data_file(
     model: &mut ModelProto,
-    out_dir: &Path,
     opts: &ExternalDataOptions,
-) -> Result<()> {
-    let data_path = out_dir.join(&opts.location);
-    let mut chunks: Vec<Bytes> = Vec::new();
+) -> Result<Vec<Chunk>> {
+    let mut chunks = Vec::new();
     let mut offset = 0u64;
     for_each_tensor_mut(model, &mut |t| {
         let Some(raw) = t.raw_data.as_ref() else {
@@ -287,10 +315,10 @@ pub(crate) fn externalize(
         // Align each tensor to 4 KiB so readers may map it directly.
         let aligned = offset.div_ceil(4096) * 4096;
         if aligned > offset {
-            chunks.push(Bytes::from(vec![0u8; (aligned - offset) as usize]));
+            chunks.push(Chunk::Zeros((aligned - offset) as usize));
         }
         let len = raw.len() as u64;
-        chunks.push(t.raw_data.take().unwrap_or_default());
+        chunks.push(Chunk::Data(t.raw_data.take().unwrap_or_default()));
         t.data_location = Some(DataLocation::External as i32);
         t.external_data = vec![
             entry("location", &opts.location),
@@ -300,15 +328,125 @@ pub(crate) fn externalize(
         offset = aligned + len;
         Ok(())
     })?;
-    if chunks.is_empty() {
-        return Ok(());
-    }
-    write_atomic(&data_path, |w| {
-        for c in &chunks {
-            w.write_all(c)?;
+    Ok(chunks)
+}
+
+/// Writes a data file's chunks atomically, copying mapped bytes in the kernel (`data_writer`).
+pub(crate) fn write_data_file(path: &Path, chunks: &[Chunk]) -> Result<WriteStats> {
+    write_atomic_file(path, |file| {
+        let mut w = DataWriter::new(file);
+        for c in chunks {
+            match c {
+                Chunk::Zeros(n) => w.write_zeros(*n)?,
+                Chunk::Data(bytes) => w.write_bytes(bytes)?,
+            }
         }
+        w.finish()
+    })
+}
+
+/// Points every tensor whose `raw_data` is a slice of a loaded external-data file (one that
+/// [`inline_external_data`] mapped, still mapped) back at that file and the slice's offset, by
+/// a location relative to `out_dir`, the output model's directory. Refused, naming the file,
+/// when the file is not inside `out_dir` (a location may not leave the model's directory).
+pub(crate) fn refer_to_mapped_data(
+    model: &mut ModelProto,
+    out_dir: &Path,
+    model_path: &Path,
+) -> Result<()> {
+    let canon_out = out_dir.canonicalize().map_err(io_err(out_dir))?;
+    let mut locations: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for_each_tensor_mut(model, &mut |t| {
+        let Some(raw) = t.raw_data.as_ref() else {
+            return Ok(());
+        };
+        if is_external(t) {
+            return Ok(());
+        }
+        let Some(src) = source_of(raw).filter(|s| s.mapping.kind() == MapKind::ExternalData) else {
+            return Ok(());
+        };
+        let file = src.mapping.path();
+        let location = match locations.get(file) {
+            Some(location) => location.clone(),
+            None => {
+                let location = location_under(&canon_out, file, model_path)?;
+                locations.insert(file.to_path_buf(), location.clone());
+                location
+            }
+        };
+        let len = raw.len() as u64;
+        t.raw_data = None;
+        t.data_location = Some(DataLocation::External as i32);
+        t.external_data = vec![
+            entry("location", &location),
+            entry("offset", &src.offset.to_string()),
+            entry("length", &len.to_string()),
+        ];
         Ok(())
     })
+}
+
+/// `file`'s location relative to the canonical directory `canon_out`, `/`-separated.
+fn location_under(canon_out: &Path, file: &Path, model_path: &Path) -> Result<String> {
+    let outside = || Error::ReuseOutside {
+        path: model_path.to_path_buf(),
+        file: file.to_path_buf(),
+    };
+    let canon = file.canonicalize().map_err(io_err(file))?;
+    let rel = canon.strip_prefix(canon_out).map_err(|_| outside())?;
+    let parts: Option<Vec<&str>> = rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(name) => name.to_str(),
+            _ => None,
+        })
+        .collect();
+    match parts {
+        Some(parts) if !parts.is_empty() => Ok(parts.join("/")),
+        _ => Err(outside()),
+    }
+}
+
+/// The files the model's external tensors refer to, as locations without `.` components.
+pub(crate) fn referenced_locations(model: &ModelProto, model_path: &Path) -> BTreeSet<PathBuf> {
+    let mut referenced = BTreeSet::new();
+    // Tensor payloads are reference-counted `Bytes`, so the clone copies structure only.
+    let mut model = model.clone();
+    let _ = for_each_tensor_mut(&mut model, &mut |t| {
+        if let Ok(Some(info)) = external_data_info(t, model_path) {
+            referenced.insert(normal_location(&info.location));
+        }
+        Ok(())
+    });
+    referenced
+}
+
+/// Refuses a save that would write one of `writes` (locations relative to the output's
+/// directory: the new data file, the model file) over one of the `referenced` files.
+pub(crate) fn refuse_overwrite(
+    referenced: &BTreeSet<PathBuf>,
+    model_path: &Path,
+    writes: &[&str],
+) -> Result<()> {
+    match writes
+        .iter()
+        .find(|w| referenced.contains(&normal_location(w)))
+    {
+        Some(location) => Err(Error::DataFileInUse {
+            path: model_path.to_path_buf(),
+            location: location.to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A location without its `.` components, to compare with another.
+fn normal_location(location: &str) -> PathBuf {
+    Path::new(location)
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
 }
 
 fn entry(k: &str, v: &str) -> StringStringEntryProto {

@@ -1,17 +1,21 @@
-//! Raw file access under everything else: a whole file memory-mapped into `Bytes`, and a write
-//! that goes through a temporary file and a rename. Layer: the bottom; imports only `error`
-//! (`external` and `io` import it).
+//! Raw file access under everything else: a whole file memory-mapped into `Bytes` (and
+//! registered in `mapped`, so that its slices can be traced back to it), and a write that goes
+//! through a temporary file and a rename. Layer: above `error` and `mapped`; `data_writer`'s
+//! tests, `external` and `io` import it.
 
+use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
 use bytes::Bytes;
 
 use crate::error::{io_err, Error, Result};
+use crate::mapped::{register, MapKind};
 
-/// Reads a whole file into a `Bytes` without copying: files are memory-mapped.
-pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
-    let file = std::fs::File::open(path).map_err(io_err(path))?;
+/// Reads a whole file into a `Bytes` without copying: files are memory-mapped, and the mapping
+/// is registered as a mapping of `path` of this `kind` for as long as a slice of it lives.
+pub(crate) fn map_file(path: &Path, kind: MapKind) -> Result<Bytes> {
+    let file = File::open(path).map_err(io_err(path))?;
     let len = file.metadata().map_err(io_err(path))?.len();
     if len == 0 {
         return Ok(Bytes::new());
@@ -20,7 +24,7 @@ pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
     // goes to a temporary file that is renamed over the destination). A file changed by another
     // process while mapped is outside what any reader can guard against.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
-    Ok(Bytes::from_owner(map))
+    Ok(register(map, file, path, kind))
 }
 
 /// Writes a file through a temporary file in the same directory and a rename, so that a
@@ -29,25 +33,33 @@ pub fn write_atomic(
     path: impl AsRef<Path>,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let path = path.as_ref();
+    write_atomic_file(path.as_ref(), |file| {
+        let mut w = std::io::BufWriter::new(file);
+        write(&mut w)?;
+        w.flush()
+    })
+}
+
+/// [`write_atomic`] handing the temporary file itself to `write` (which writes from its
+/// start), for writers that need its descriptor; the file is synced before the rename.
+pub(crate) fn write_atomic_file<T>(
+    path: &Path,
+    write: impl FnOnce(&File) -> std::io::Result<T>,
+) -> Result<T> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new()
+    let tmp = tempfile::Builder::new()
         .prefix(".onnx-opt-")
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(io_err(path))?;
-    {
-        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        write(&mut w).map_err(io_err(path))?;
-        w.flush().map_err(io_err(path))?;
-    }
+    let out = write(tmp.as_file()).map_err(io_err(path))?;
     tmp.as_file().sync_all().map_err(io_err(path))?;
     tmp.persist(path).map_err(|e| Error::Io {
         path: path.to_path_buf(),
         source: e.error,
     })?;
-    Ok(())
+    Ok(out)
 }

@@ -10,6 +10,7 @@ use prost::Message;
 use crate::error::{Error, Result};
 use crate::external::{self, ExternalDataOptions};
 use crate::file::{map_file, write_atomic};
+use crate::mapped::MapKind;
 use crate::onnx::ModelProto;
 use crate::stream::encode_streaming;
 
@@ -35,23 +36,13 @@ pub struct LoadedModel {
 /// Loads a model file (memory-mapped; tensor bytes are not copied).
 pub fn load_model(path: impl AsRef<Path>) -> Result<LoadedModel> {
     let path = path.as_ref();
-    let bytes = map_file(path)?;
+    let bytes = map_file(path, MapKind::Message)?;
     if bytes.is_empty() {
         return Err(Error::Empty {
             path: path.to_path_buf(),
         });
     }
-    let dir = path
-        .parent()
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                p.to_path_buf()
-            }
-        })
-        .unwrap_or_else(|| PathBuf::from("."));
-    load_model_bytes(bytes, path, dir)
+    load_model_bytes(bytes, path, model_dir(path))
 }
 
 /// Decodes a model from a buffer; `path` is used in messages, `dir` for external data.
@@ -75,7 +66,7 @@ pub fn load_model_bytes(bytes: Bytes, path: &Path, dir: PathBuf) -> Result<Loade
 /// Decodes any message (e.g. a test-data `TensorProto` or `SequenceProto`) from a file.
 pub fn decode_file<M: Message + Default>(path: impl AsRef<Path>) -> Result<M> {
     let path = path.as_ref();
-    let bytes = map_file(path)?;
+    let bytes = map_file(path, MapKind::Message)?;
     M::decode(bytes).map_err(|source| Error::Decode {
         path: path.to_path_buf(),
         message: std::any::type_name::<M>()
@@ -101,13 +92,24 @@ pub struct SaveOptions {
     /// The serialized size above which tensors are externalized automatically; `None` means
     /// protobuf's limit, [`PROTOBUF_LIMIT`]. Lower it to exercise the mechanism on small models.
     pub size_limit: Option<u64>,
+    /// Tensors whose bytes are still those of an external-data file the input was read from
+    /// (slices of a file [`inline_external_data`](crate::inline_external_data) mapped) keep
+    /// referring to that file, at their offset, instead of being copied into the new data
+    /// file; only the other tensors are externalized by `external`. Every such file must be
+    /// inside the output's directory (refused otherwise, before anything is written, as is a
+    /// new data file that would replace one of them); see [`check_external_reuse`].
+    pub reuse_external_data: bool,
 }
 
 /// Saves a model. `source_dir` is where its existing external-data locations resolve (the
 /// loaded model's directory); tensors stored there are carried over into the output.
 ///
 /// A model whose serialized size would pass protobuf's 2 GiB limit is externalized
-/// automatically (tensors of 1 KiB and above), unless `no_auto_external` is set.
+/// automatically (tensors of 1 KiB and above), unless `no_auto_external` is set. Tensor bytes
+/// that are slices of a memory-mapped file are copied to the data file by the kernel where it
+/// can (`copy_file_range(2)`), else written from memory. Every refusal comes before the first
+/// file is written; the data file and then the model are each written through a temporary file
+/// and a rename.
 pub fn save_model(
     model: &ModelProto,
     source_dir: Option<&Path>,
@@ -115,22 +117,20 @@ pub fn save_model(
     options: &SaveOptions,
 ) -> Result<()> {
     let path = path.as_ref();
-    let out_dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let out_dir = model_dir(path);
     let limit = options
         .size_limit
         .unwrap_or(PROTOBUF_LIMIT)
         .min(PROTOBUF_LIMIT);
     let mut ext = options.external.clone();
+    let reuse = options.reuse_external_data;
     let has_external = external::any_external(model);
     let same_dir = match source_dir {
         Some(src) => same_directory(src, &out_dir),
         None => true,
     };
     let carry_external = has_external && !same_dir;
-    if ext.is_none() && !carry_external && (model.encoded_len() as u64) <= limit {
+    if ext.is_none() && !carry_external && !reuse && (model.encoded_len() as u64) <= limit {
         return encode_to_file(model, path);
     }
     let mut model = model.clone();
@@ -143,6 +143,9 @@ pub fn save_model(
             ext = Some(ExternalDataOptions::for_model(path, 1024));
         }
     }
+    if reuse {
+        external::refer_to_mapped_data(&mut model, &out_dir, path)?;
+    }
     if ext.is_none() && (model.encoded_len() as u64) > limit {
         if options.no_auto_external {
             return Err(Error::TooLarge {
@@ -152,9 +155,25 @@ pub fn save_model(
         }
         ext = Some(ExternalDataOptions::for_model(path, 1024));
     }
-    if let Some(ext) = ext {
-        external::externalize(&mut model, &out_dir, &ext)?;
+    // What the output refers to before the new data file is planned (the tensors left where
+    // they were, and those pointed back at the input's files).
+    let referenced = external::referenced_locations(&model, path);
+    let (chunks, data_location) = match &ext {
+        Some(ext) => (
+            external::move_to_data_file(&mut model, ext)?,
+            ext.location.as_str(),
+        ),
+        None => (Vec::new(), ""),
+    };
+    let model_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut writes = vec![model_name.as_str()];
+    if !chunks.is_empty() {
+        writes.push(data_location);
     }
+    external::refuse_overwrite(&referenced, path, &writes)?;
     let size = model.encoded_len() as u64;
     if size > limit {
         return Err(Error::TooLarge {
@@ -162,7 +181,29 @@ pub fn save_model(
             size,
         });
     }
+    if !chunks.is_empty() {
+        external::write_data_file(&out_dir.join(data_location), &chunks)?;
+    }
     encode_to_file(&model, path)
+}
+
+/// Checks before long work what saving `model` to `path` with
+/// [`reuse_external_data`](SaveOptions::reuse_external_data) will check: that every external-data
+/// file the model's tensors are still slices of is inside `path`'s directory (refused, naming
+/// the first file that is not). `model` is a model whose external data was loaded with
+/// [`inline_external_data`](crate::inline_external_data).
+pub fn check_external_reuse(model: &ModelProto, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    // Tensor payloads are reference-counted `Bytes`, so the clone copies structure only.
+    external::refer_to_mapped_data(&mut model.clone(), &model_dir(path), path)
+}
+
+/// The directory a model file's external-data locations are relative to.
+fn model_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 fn same_directory(a: &Path, b: &Path) -> bool {

@@ -27,7 +27,11 @@ pub fn run(command: Command) -> Result<u8> {
                 optimizer = optimizer.skip(s);
             }
             let progress = (!args.out.quiet).then(super::progress::Progress::start);
-            let outcome = optimize_file(&args.model, &args.output, &optimizer, None, &|phase| {
+            let save = onnx_opt::OutputOptions {
+                external_threshold: None,
+                reuse_external_data: args.save.reuse_external_data,
+            };
+            let outcome = optimize_file(&args.model, &args.output, &optimizer, &save, &|phase| {
                 if let Some(p) = &progress {
                     p.set(phase)
                 }
@@ -166,18 +170,16 @@ fn optimize(args: super::OptimizeArgs) -> Result<u8> {
         let names: Vec<&str> = args.outputs.iter().map(String::as_str).collect();
         optimizer = optimizer.outputs(&names);
     }
+    let save = onnx_opt::OutputOptions {
+        external_threshold: args.external_threshold,
+        reuse_external_data: args.save.reuse_external_data,
+    };
     let progress = (!args.out.quiet).then(super::progress::Progress::start);
-    let outcome = optimize_file(
-        &args.model,
-        &args.output,
-        &optimizer,
-        args.external_threshold,
-        &|phase| {
-            if let Some(p) = &progress {
-                p.set(phase)
-            }
-        },
-    );
+    let outcome = optimize_file(&args.model, &args.output, &optimizer, &save, &|phase| {
+        if let Some(p) = &progress {
+            p.set(phase)
+        }
+    });
     drop(progress);
     finish(&outcome?, args.out.report.as_deref(), args.out.quiet)
 }

@@ -95,6 +95,8 @@ pub struct OptimizeArgs {
     #[arg(long, value_name = "BYTES")]
     pub external_threshold: Option<usize>,
     #[command(flatten)]
+    pub save: SaveArgs,
+    #[command(flatten)]
     pub out: OutArgs,
     /// Land at this opset of the default domain (only operators legal there are extracted).
     #[arg(long, value_name = "N")]
@@ -137,7 +139,19 @@ pub struct ConvertArgs {
     #[arg(long)]
     pub require_check: bool,
     #[command(flatten)]
+    pub save: SaveArgs,
+    #[command(flatten)]
     pub out: OutArgs,
+}
+
+/// How `optimize` and `convert` save the output's tensors.
+#[derive(Debug, clap::Args)]
+pub struct SaveArgs {
+    /// Leave tensors that are unchanged in the input's external data files where they are: the
+    /// output refers to those files (which must be inside its directory) and only new or
+    /// changed tensors go to `<output>.data`. The output must not replace the input model.
+    #[arg(long)]
+    pub reuse_external_data: bool,
 }
 
 /// What `optimize` and `convert` leave out and print.

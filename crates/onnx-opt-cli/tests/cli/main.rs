@@ -1,6 +1,7 @@
 //! The `onnx-opt` binary: exit codes, messages, and that failures write nothing.
 
 mod convert;
+mod external_data;
 mod first_run;
 mod npy;
 mod rules;
