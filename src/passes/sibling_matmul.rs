@@ -29,6 +29,25 @@ use super::names::{collect_names, fresh, value_name};
 /// nodes.
 pub const MIN_GROUP: usize = 3;
 
+/// The largest merged weight built, in bytes. The merged weight is a new tensor, held in
+/// memory and written out anew, where the separate weights were read in place from the model
+/// file and copied by the kernel: a 7B decoder's query, key and value projections (96 MiB a
+/// layer in float16, 3 GiB in all) stay separate, a 1B decoder's (12 MiB a layer) merge.
+pub(crate) const MERGE_MAX_BYTES: usize = 32 << 20;
+
+/// The bytes of a group's merged weight.
+fn merged_bytes(group: &Group) -> usize {
+    group
+        .iter()
+        .map(|(_, _, w)| {
+            let size = element_size(w.data_type).unwrap_or(1);
+            (w.rows as usize)
+                .saturating_mul(w.cols as usize)
+                .saturating_mul(size)
+        })
+        .fold(0, usize::saturating_add)
+}
+
 /// Merges every group of sibling MatMuls in the main graph; returns how many MatMul nodes went
 /// (a group of `n` removes `n - 1` MatMuls and adds one Split). The graph is left with the
 /// merged nodes in place and the replaced ones out of its order, not in normal form.
@@ -254,7 +273,7 @@ fn merge_in(g: &mut Graph, opset: i64, names: &mut BTreeSet<Name>) -> usize {
     }
     let groups: Vec<Group> = groups
         .into_values()
-        .filter(|m| m.len() >= MIN_GROUP)
+        .filter(|m| m.len() >= MIN_GROUP && merged_bytes(m) <= MERGE_MAX_BYTES)
         .collect();
     if groups.is_empty() {
         return 0;

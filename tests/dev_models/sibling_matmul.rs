@@ -98,3 +98,96 @@ g (float[2,5,4] x, float[4,2] y) => (float[2,5,2] q, float[2,5,2] k, float[2,5,3
     assert_eq!(ops.get("MatMul"), Some(&2), "{ops:?}");
     assert_eq!(ops.get("Split"), Some(&1), "{ops:?}");
 }
+
+/// Three projections whose merged weight would pass `MERGE_MAX_BYTES` (a 7B decoder's query,
+/// key and value) stay three MatMuls; the same shapes at a quarter of the columns merge.
+#[test]
+fn projections_too_large_to_copy_stay_separate() {
+    use onnx_ir::onnx_proto::{
+        tensor_proto::DataType, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+        TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    let rows = 1024usize;
+    // The merged float16 weight: just over 32 MiB, and a quarter of that.
+    let cols_over = (32 << 20) / (3 * rows * 2) + 1;
+    for (cols, merges) in [(cols_over, false), (cols_over / 4, true)] {
+        let info = |name: &str, dims: &[usize]| {
+            ValueInfoProto {
+            name: Some(name.into()),
+            r#type: Some(TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type: Some(DataType::Float16 as i32),
+                    shape: Some(TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|&d| onnx_ir::onnx_proto::tensor_shape_proto::Dimension {
+                                value: Some(
+                                    onnx_ir::onnx_proto::tensor_shape_proto::dimension::Value::DimValue(
+                                        d as i64,
+                                    ),
+                                ),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    }),
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        };
+        let names = ["q", "k", "v"];
+        let weights = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| TensorProto {
+                name: Some(format!("w{n}")),
+                dims: vec![rows as i64, cols as i64],
+                data_type: Some(DataType::Float16 as i32),
+                raw_data: Some(
+                    (0..rows * cols)
+                        .flat_map(|j| {
+                            half::f16::from_f32(((j * 7 + i) % 13) as f32 / 16.0).to_le_bytes()
+                        })
+                        .collect::<Vec<u8>>()
+                        .into(),
+                ),
+                ..Default::default()
+            })
+            .collect();
+        let model = ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            }],
+            graph: Some(GraphProto {
+                name: Some("g".into()),
+                node: names
+                    .iter()
+                    .map(|n| NodeProto {
+                        op_type: Some("MatMul".into()),
+                        input: vec!["x".into(), format!("w{n}")],
+                        output: vec![n.to_string()],
+                        ..Default::default()
+                    })
+                    .collect(),
+                initializer: weights,
+                input: vec![info("x", &[1, rows])],
+                output: names.iter().map(|n| info(n, &[1, cols])).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let model = onnx_ir::Model::from_proto(model).unwrap();
+        let out = onnx_opt::Optimizer::new()
+            .check(0)
+            .optimize(&model)
+            .unwrap();
+        let merged = out
+            .report
+            .passes
+            .count("merge-sibling-matmuls", "merged_matmuls");
+        assert_eq!(merged > 0, merges, "{cols} columns: {merged} merged");
+    }
+}

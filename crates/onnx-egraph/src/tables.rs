@@ -147,10 +147,15 @@ pub struct ConstEntry {
 }
 
 /// Content-addressed constant tensors: identical content gets one [`ConstId`].
+///
+/// Tensors are keyed by dtype, dims and a fingerprint of a few sampled stretches of their
+/// bytes, and compared byte for byte only when all of those match: a model's weights of one
+/// shape (every layer's) are told apart without reading them through, so a weight no rule
+/// reads is never read (a memory-mapped file's pages stay on disk).
 #[derive(Debug, Clone, Default)]
 pub struct ConstStore {
     entries: Vec<ConstEntry>,
-    by_hash: HashMap<u64, Vec<ConstId>>,
+    by_key: HashMap<u64, Vec<ConstId>>,
 }
 
 impl ConstStore {
@@ -158,18 +163,18 @@ impl ConstStore {
     pub fn intern(&mut self, mut tensor: TensorProto) -> ConstId {
         tensor.name = None;
         tensor.doc_string = None;
-        let key = content_bytes(&tensor);
+        let content = content_bytes(&tensor);
         let mut h = std::collections::hash_map::DefaultHasher::new();
         tensor.data_type.hash(&mut h);
         tensor.dims.hash(&mut h);
-        key.hash(&mut h);
-        let hash = h.finish();
-        if let Some(ids) = self.by_hash.get(&hash) {
+        fingerprint(&content, &mut h);
+        let key = h.finish();
+        if let Some(ids) = self.by_key.get(&key) {
             for &id in ids {
                 let e = &self.entries[id.0 as usize].tensor;
                 if e.data_type == tensor.data_type
                     && e.dims == tensor.dims
-                    && content_bytes(e) == key
+                    && content_bytes(e) == content
                 {
                     return id;
                 }
@@ -177,10 +182,10 @@ impl ConstStore {
         }
         let id = ConstId(self.entries.len() as u32);
         self.entries.push(ConstEntry {
-            bytes: key.len(),
+            bytes: content.len(),
             tensor: Arc::new(tensor),
         });
-        self.by_hash.entry(hash).or_default().push(id);
+        self.by_key.entry(key).or_default().push(id);
         id
     }
 
@@ -197,11 +202,72 @@ impl ConstStore {
     }
 }
 
+/// Bytes up to which [`fingerprint`] hashes everything.
+const FINGERPRINT_WHOLE: usize = 4096;
+
+/// Stretches of bytes [`fingerprint`] samples from a larger buffer, and their length.
+const FINGERPRINT_SAMPLES: usize = 16;
+const FINGERPRINT_STRETCH: usize = 64;
+
+/// Hashes the length and, up to [`FINGERPRINT_WHOLE`] bytes, the whole buffer; above that,
+/// evenly spaced stretches from its start to its end. Equal buffers hash equal; unequal ones
+/// are told apart by [`ConstStore::intern`]'s full comparison.
+fn fingerprint(bytes: &[u8], h: &mut impl Hasher) {
+    bytes.len().hash(h);
+    if bytes.len() <= FINGERPRINT_WHOLE {
+        bytes.hash(h);
+        return;
+    }
+    let last = bytes.len() - FINGERPRINT_STRETCH;
+    for i in 0..FINGERPRINT_SAMPLES {
+        let at = last * i / (FINGERPRINT_SAMPLES - 1);
+        bytes[at..at + FINGERPRINT_STRETCH].hash(h);
+    }
+}
+
 /// The bytes that identify a tensor's content: `raw_data` when present, else the encoding of
 /// its typed fields (the whole message without name).
 fn content_bytes(t: &TensorProto) -> Bytes {
     match &t.raw_data {
         Some(raw) => raw.clone(),
         None => Bytes::from(t.encode_to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(dims: &[i64], raw: Vec<u8>) -> TensorProto {
+        TensorProto {
+            name: Some("t".into()),
+            dims: dims.to_vec(),
+            data_type: Some(onnx_proto::tensor_proto::DataType::Uint8 as i32),
+            raw_data: Some(Bytes::from(raw)),
+            ..Default::default()
+        }
+    }
+
+    /// Equal content merges whatever the name; a byte the fingerprint does not sample, other
+    /// dims or another dtype keep tensors apart.
+    #[test]
+    fn only_equal_constants_share_an_id() {
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut other = big.clone();
+        other[50_001] ^= 1;
+        let mut store = ConstStore::default();
+        let a = store.intern(tensor(&[100_000], big.clone()));
+        let mut renamed = tensor(&[100_000], big.clone());
+        renamed.name = Some("u".into());
+        assert_eq!(store.intern(renamed), a);
+        assert_ne!(store.intern(tensor(&[100_000], other)), a);
+        assert_ne!(store.intern(tensor(&[1000, 100], big.clone())), a);
+        let mut int8 = tensor(&[100_000], big);
+        int8.data_type = Some(onnx_proto::tensor_proto::DataType::Int8 as i32);
+        assert_ne!(store.intern(int8), a);
+        assert_eq!(store.len(), 4);
+        let small = store.intern(tensor(&[3], vec![1, 2, 3]));
+        assert_eq!(store.intern(tensor(&[3], vec![1, 2, 3])), small);
+        assert_ne!(store.intern(tensor(&[3], vec![1, 2, 4])), small);
     }
 }

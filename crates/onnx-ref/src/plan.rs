@@ -317,9 +317,19 @@ pub(crate) struct Step {
     pub(crate) free: Vec<Slot>,
     /// Lazy initializers (indices into [`GraphPlan::lazy`]) this step reads first.
     pub(crate) load: Vec<usize>,
-    /// A Gather whose data is a lazy initializer only it reads (an index into
-    /// [`GraphPlan::lazy`]): it decodes just the rows its indices name.
-    pub(crate) gather_rows: Option<usize>,
+    /// A lazy initializer only this step reads, and reads without decoding all of it.
+    pub(crate) partial: Option<PartialRead>,
+}
+
+/// How a step reads a lazy initializer (an index into [`GraphPlan::lazy`]) that no other step
+/// reads, without decoding the whole tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PartialRead {
+    /// A Gather whose data it is: only the rows its indices name are decoded.
+    GatherRows(usize),
+    /// A MatMul whose right operand it is: a 2-D float weight read in place from the
+    /// tensor's bytes (a memory-mapped file's pages), never copied or widened as a whole.
+    MatMulWeight(usize),
 }
 
 #[derive(Debug)]
@@ -497,8 +507,10 @@ impl GraphPlan {
                 };
                 // A lazy table is decoded here: only its rows the indices name, or (a fed
                 // input, or indices this cannot take) as a whole.
-                let table = match step.gather_rows {
-                    Some(i) if ins[0].is_none() => Some(gather_table(&self.lazy[i].1, &ctx, &ins)?),
+                let table = match step.partial {
+                    Some(PartialRead::GatherRows(i)) if ins[0].is_none() => {
+                        Some(gather_table(&self.lazy[i].1, &ctx, &ins)?)
+                    }
                     _ => None,
                 };
                 let mut ins = ins;
@@ -508,18 +520,38 @@ impl GraphPlan {
                 if let Some((_, Some(indices))) = &table {
                     ins[1] = Some(indices);
                 }
+                // A lazy weight is read in place, or decoded here when it cannot be.
+                let mut in_place = None;
+                let weight = match (step.partial, ins.first().copied().flatten()) {
+                    (Some(PartialRead::MatMulWeight(i)), Some(a)) if ins[1].is_none() => {
+                        let t = &self.lazy[i].1;
+                        in_place = crate::kernels::matmul_in_place(&ctx, a, t)?;
+                        match in_place {
+                            Some(_) => None,
+                            None => Some(Value::Tensor(Tensor::from_proto(t)?)),
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some(w) = &weight {
+                    ins[1] = Some(w);
+                }
                 if let Some(missing) = step
                     .inputs
                     .iter()
                     .zip(&ins)
                     .position(|(s, v)| s.is_some() && v.is_none())
+                    .filter(|_| in_place.is_none())
                 {
                     return Err(ctx.err(format!(
                         "input {missing} '{}' has no value",
                         step.node.input.get(missing).map_or("", String::as_str)
                     )));
                 }
-                step.kind.run(&ctx, &ins, &frame)?
+                match in_place {
+                    Some(outs) => outs,
+                    None => step.kind.run(&ctx, &ins, &frame)?,
+                }
             };
             for (slot, v) in step.outputs.iter().zip(outs) {
                 if let Some(s) = slot {

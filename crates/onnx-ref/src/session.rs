@@ -18,14 +18,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use onnx_proto::{GraphProto, ModelProto, NodeProto};
 
 use crate::control::{self, subgraph_reads};
+use crate::dtype::DType;
 use crate::error::{NodeRef, RefError, Result};
 use crate::flex_attention::{self, FlexAttentionPlan};
 use crate::function::{self, local_functions};
 use crate::gradient::{self, GradientPlan};
 use crate::kernel::{normalize_domain, run_kernel, KernelCtx, KernelRegistry};
 use crate::plan::{
-    declared_type, graph_err, DeclaredType, GraphInput, GraphPlan, Opsets, PlanCtx, Profile, Slot,
-    Src, Step, StepKind, SubPlan,
+    declared_type, graph_err, DeclaredType, GraphInput, GraphPlan, Opsets, PartialRead, PlanCtx,
+    Profile, Slot, Src, Step, StepKind, SubPlan,
 };
 use crate::registry::builtin_registry;
 use crate::tensor::Tensor;
@@ -72,6 +73,23 @@ fn reads_rows_only(step: &Step, slot: Slot) -> bool {
         && step.inputs.len() == 2
         && step.inputs[0] == Some(Src::Local(slot))
         && step.inputs[1] != Some(Src::Local(slot))
+}
+
+/// Whether `step` is a MatMul (a kernel) whose right operand, and only that, is `slot`: a
+/// 2-D float, float16 or bfloat16 tensor `t` that it can read in place.
+fn reads_as_weight_only(step: &Step, slot: Slot, t: &onnx_proto::TensorProto) -> bool {
+    let float = matches!(
+        t.data_type.and_then(DType::from_code),
+        Some(DType::Float | DType::Float16 | DType::Bfloat16)
+    );
+    step.node.op_type.as_deref() == Some("MatMul")
+        && normalize_domain(step.node.domain.as_deref().unwrap_or("")).is_empty()
+        && matches!(step.kind, StepKind::Kernel(_))
+        && step.inputs.len() == 2
+        && step.inputs[1] == Some(Src::Local(slot))
+        && step.inputs[0] != Some(Src::Local(slot))
+        && t.dims.len() == 2
+        && float
 }
 
 /// An initializer worth decoding lazily: raw data of at least 1 KiB in the model itself.
@@ -396,7 +414,7 @@ impl GraphPlan {
                 outputs: outs,
                 free: Vec::new(),
                 load: Vec::new(),
-                gather_rows: None,
+                partial: None,
             });
         }
         let mut outputs = Vec::new();
@@ -465,8 +483,11 @@ impl GraphPlan {
         for (slot, t) in lazy {
             match first_use.get(&slot) {
                 Some(&k) if !keep.contains(&slot) => {
-                    if last_use.get(&slot) == Some(&k) && reads_rows_only(&steps[k], slot) {
-                        steps[k].gather_rows = Some(kept_lazy.len());
+                    let only_here = last_use.get(&slot) == Some(&k);
+                    if only_here && reads_rows_only(&steps[k], slot) {
+                        steps[k].partial = Some(PartialRead::GatherRows(kept_lazy.len()));
+                    } else if only_here && reads_as_weight_only(&steps[k], slot, &t) {
+                        steps[k].partial = Some(PartialRead::MatMulWeight(kept_lazy.len()));
                     } else {
                         steps[k].load.push(kept_lazy.len());
                     }
@@ -533,6 +554,29 @@ pub struct Session {
 }
 
 impl Session {
+    /// Bytes of the main graph's weights a run holds decoded: those decoded at planning, and
+    /// the lazy ones each run decodes whole (not a Gather's rows nor a MatMul weight read in
+    /// place). An upper bound on what one run's weights add to its memory.
+    pub fn decoded_weight_bytes(&self) -> usize {
+        let eager: usize = self
+            .plan
+            .initializers
+            .iter()
+            .map(|(_, v)| match v {
+                Value::Tensor(t) => t.len() * t.dtype().bit_width().div_ceil(8),
+                _ => 0,
+            })
+            .sum();
+        let whole: usize = self
+            .plan
+            .steps
+            .iter()
+            .flat_map(|s| &s.load)
+            .map(|&i| self.plan.lazy[i].1.raw_data.as_ref().map_or(0, |r| r.len()))
+            .sum();
+        eager + whole
+    }
+
     /// Plans a model with the built-in kernels. Fails on a node without a kernel or function
     /// body (naming its index, name and op, and the path through subgraphs and functions), a
     /// cycle, an undefined value or an undecodable initializer. Nodes out of topological order

@@ -2,9 +2,12 @@
 //! for the 16-bit floats, a plain loop for integers), MatMul (batched, broadcasting, 1-D
 //! operands) and Gemm (alpha, beta, transA/B, C broadcast, C optional from opset 11).
 
+use half::slice::HalfBitsSliceExt;
 use half::{bf16, f16};
+use ndarray::{ArrayViewD, IxDyn};
 
 use super::{broadcast_shapes, broadcast_view, one, same_dtype, typed, unsupported};
+use crate::dtype::DType;
 use crate::error::{RefError, Result};
 use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
@@ -22,6 +25,22 @@ pub(crate) struct MatRef<'a, T> {
     pub data: &'a [T],
     pub rs: usize,
     pub cs: usize,
+}
+
+impl<T> MatRef<'_, T> {
+    /// The same matrix of `rows` x `cols` with its data cut after its last element (a batch
+    /// matrix's slice runs to the end of the whole buffer).
+    fn trimmed(self, rows: usize, cols: usize) -> Self {
+        let end = if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows - 1) * self.rs + (cols - 1) * self.cs + 1
+        };
+        MatRef {
+            data: &self.data[..end.min(self.data.len())],
+            ..self
+        }
+    }
 }
 
 fn check_extent(
@@ -260,22 +279,134 @@ impl GemmElem for f64 {
     }
 }
 
+/// Right operands up to this many elements are widened to f32 whole; larger ones in panels
+/// of rows (a 16-bit weight is never widened as a whole: 4096x11008 would be 180 MB).
+const WIDEN_WHOLE_MAX: usize = 1 << 20;
+
+/// 16-bit floats widened to f32 in slices (SIMD where the CPU has it) and rounded back.
+trait Widen: Copy + Num {
+    fn widen(src: &[Self], dst: &mut [f32]);
+    fn narrow(x: f32) -> Self;
+}
+
+impl Widen for f16 {
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst)
+    }
+    fn narrow(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+}
+
+impl Widen for bf16 {
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst)
+    }
+    fn narrow(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+}
+
+/// `src` widened to a new f32 vector.
+fn widened<T: Widen>(src: &[T]) -> Vec<f32> {
+    let mut out = vec![0f32; src.len()];
+    T::widen(src, &mut out);
+    out
+}
+
+/// GEMM of 16-bit floats in f32, rounded once at the end. The right operand (a weight, often
+/// a memory-mapped one) is widened a row or a column at a time for a few rows of `a`, in
+/// panels of rows for more: it is read once and never held widened as a whole. The sums run
+/// in the order of [`small_gemm_f32`] (row blocks, or dot products for a transposed `b`), so
+/// the few-row result is the same as widening everything first.
+#[allow(clippy::too_many_arguments)]
+fn gemm_16<T: Widen>(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: T,
+    a: MatRef<T>,
+    b: MatRef<T>,
+    beta: T,
+    c: &mut [T],
+) {
+    let (alpha, beta) = (alpha.to_f32(), beta.to_f32());
+    let (a, b) = (a.trimmed(m, k), b.trimmed(k, n));
+    let a32 = widened(a.data);
+    let a32 = MatRef {
+        data: &a32,
+        rs: a.rs,
+        cs: a.cs,
+    };
+    let mut c32 = widened(&c[..m * n]);
+    let scaled = |prev: f32| if beta == 0.0 { 0.0 } else { beta * prev };
+    if m <= SMALL_M && a.cs == 1 && b.cs == 1 {
+        let mut acc = vec![0f32; m * n];
+        let mut row = vec![0f32; n];
+        for p in 0..k {
+            T::widen(&b.data[p * b.rs..p * b.rs + n], &mut row);
+            for i in 0..m {
+                let av = a32.data[i * a32.rs + p];
+                for (x, r) in acc[i * n..(i + 1) * n].iter_mut().zip(&row) {
+                    *x += av * r;
+                }
+            }
+        }
+        for (cv, v) in c32.iter_mut().zip(acc) {
+            *cv = alpha * v + scaled(*cv);
+        }
+    } else if m <= SMALL_M && a.cs == 1 && b.rs == 1 {
+        let mut col = vec![0f32; k];
+        for j in 0..n {
+            T::widen(&b.data[j * b.cs..j * b.cs + k], &mut col);
+            for i in 0..m {
+                let arow = &a32.data[i * a32.rs..i * a32.rs + k];
+                let cv = &mut c32[i * n + j];
+                *cv = alpha * dot_f32(arow, &col) + scaled(*cv);
+            }
+        }
+    } else if k * n > WIDEN_WHOLE_MAX && b.cs == 1 {
+        // Panels of rows of `b`, each adding its share of the product to `c`.
+        let rows = (WIDEN_WHOLE_MAX / n).max(1);
+        let mut panel = vec![0f32; rows * n];
+        for p0 in (0..k).step_by(rows) {
+            let h = rows.min(k - p0);
+            for r in 0..h {
+                let src = &b.data[(p0 + r) * b.rs..(p0 + r) * b.rs + n];
+                T::widen(src, &mut panel[r * n..(r + 1) * n]);
+            }
+            let a_part = MatRef {
+                data: &a32.data[p0 * a32.cs..],
+                rs: a32.rs,
+                cs: a32.cs,
+            };
+            let b_part = MatRef {
+                data: &panel[..h * n],
+                rs: n,
+                cs: 1,
+            };
+            let beta_here = if p0 == 0 { beta } else { 1.0 };
+            f32::gemm_raw(m, h, n, alpha, a_part, b_part, beta_here, &mut c32);
+        }
+    } else {
+        let b32 = widened(b.data);
+        let b32 = MatRef {
+            data: &b32,
+            rs: b.rs,
+            cs: b.cs,
+        };
+        f32::gemm_raw(m, k, n, alpha, a32, b32, beta, &mut c32);
+    }
+    for (d, s) in c.iter_mut().zip(c32) {
+        *d = T::narrow(s);
+    }
+}
+
 macro_rules! gemm_via_f32 {
     ($($ty:ty),*) => {$(
         impl GemmElem for $ty {
             fn gemm_raw(m: usize, k: usize, n: usize, alpha: Self, a: MatRef<Self>, b: MatRef<Self>, beta: Self, c: &mut [Self]) {
-                let a32: Vec<f32> = a.data.iter().map(|v| v.to_f32()).collect();
-                let b32: Vec<f32> = b.data.iter().map(|v| v.to_f32()).collect();
-                let mut c32: Vec<f32> = c[..m * n].iter().map(|v| v.to_f32()).collect();
-                f32::gemm_raw(
-                    m, k, n, alpha.to_f32(),
-                    MatRef { data: &a32, rs: a.rs, cs: a.cs },
-                    MatRef { data: &b32, rs: b.rs, cs: b.cs },
-                    beta.to_f32(), &mut c32,
-                );
-                for (d, s) in c.iter_mut().zip(c32) {
-                    *d = <$ty>::from_f32(s);
-                }
+                gemm_16(m, k, n, alpha, a, b, beta, c)
             }
         }
     )*};
@@ -364,6 +495,11 @@ fn out_shape_final(
 }
 
 pub(crate) fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array<T>> {
+    matmul_views(a.view(), b.view())
+}
+
+/// MatMul of two array views (the right one may be a weight viewed in place).
+fn matmul_views<T: GemmElem>(a: ArrayViewD<T>, b: ArrayViewD<T>) -> Result<Array<T>> {
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(RefError::op("MatMul operands must have rank >= 1"));
     }
@@ -469,6 +605,56 @@ pub(crate) fn matmul_of<T: GemmElem>(a: &Array<T>, b: &Array<T>) -> Result<Array
         )?;
     }
     array_from_vec(&out_shape_final(batch, a.ndim(), b.ndim(), m, n), out)
+}
+
+/// MatMul of `a` and a 2-D float weight read in place from `t`'s little-endian raw bytes (a
+/// memory-mapped file's pages), neither copied nor decoded: `None` when the bytes cannot be
+/// viewed so (no raw data, a misaligned or short buffer, a big-endian host, another dtype than
+/// `a`'s), and the caller decodes the tensor instead.
+pub(crate) fn matmul_in_place(
+    ctx: &KernelCtx,
+    a: &Value,
+    t: &onnx_proto::TensorProto,
+) -> Result<Option<Vec<Value>>> {
+    let (Value::Tensor(a), Some(raw), [k, n]) = (a, t.raw_data.as_ref(), t.dims.as_slice()) else {
+        return Ok(None);
+    };
+    let (Ok(k), Ok(n)) = (usize::try_from(*k), usize::try_from(*n)) else {
+        return Ok(None);
+    };
+    if cfg!(target_endian = "big") {
+        return Ok(None);
+    }
+    fn viewed<'w, T>(w: &'w [T], k: usize, n: usize) -> Option<ArrayViewD<'w, T>> {
+        ArrayViewD::from_shape(IxDyn(&[k, n]), w).ok()
+    }
+    let bits = || bytemuck::try_cast_slice::<u8, u16>(raw).ok();
+    let product = match (a, t.data_type.and_then(DType::from_code)) {
+        (Tensor::F32(a), Some(DType::Float)) => {
+            let w = bytemuck::try_cast_slice::<u8, f32>(raw).ok();
+            match w.and_then(|w| viewed(w, k, n)) {
+                Some(w) => matmul_views(a.view(), w).map(Tensor::F32),
+                None => return Ok(None),
+            }
+        }
+        (Tensor::F16(a), Some(DType::Float16)) => {
+            let w = bits().map(|b| b.reinterpret_cast::<f16>());
+            match w.and_then(|w| viewed(w, k, n)) {
+                Some(w) => matmul_views(a.view(), w).map(Tensor::F16),
+                None => return Ok(None),
+            }
+        }
+        (Tensor::BF16(a), Some(DType::Bfloat16)) => {
+            let w = bits().map(|b| b.reinterpret_cast::<bf16>());
+            match w.and_then(|w| viewed(w, k, n)) {
+                Some(w) => matmul_views(a.view(), w).map(Tensor::BF16),
+                None => return Ok(None),
+            }
+        }
+        _ => return Ok(None),
+    };
+    let out = product.map_err(|e| e.in_node(&ctx.node_ref()))?;
+    Ok(Some(vec![Value::Tensor(out)]))
 }
 
 pub(crate) fn matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {

@@ -563,3 +563,145 @@ fn checking_declarations_refuses_a_value_that_breaks_its_declared_type() {
     // The other branch keeps its declaration.
     assert!(checking.run(inputs(false)).is_ok());
 }
+
+/// A MatMul whose right operand is a lazy 2-D float weight read by nothing else reads it in
+/// place from the tensor's bytes (float, float16, bfloat16); the results equal an eager
+/// session's for a row, a few rows, a batch of many rows, a 1-D left operand, a weight large
+/// enough to be widened in panels, and bytes too misaligned to view (decoded instead).
+#[test]
+fn lazy_matmul_weight_gives_the_eager_results() {
+    use onnx_proto::tensor_proto::DataType;
+    let weight = |dtype: DataType, k: usize, n: usize, skew: usize| {
+        let values = (0..k * n).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 512.0);
+        let mut raw: Vec<u8> = vec![0; skew];
+        for v in values {
+            match dtype {
+                DataType::Float16 => raw.extend(half::f16::from_f32(v).to_bits().to_le_bytes()),
+                DataType::Bfloat16 => raw.extend(half::bf16::from_f32(v).to_bits().to_le_bytes()),
+                _ => raw.extend(v.to_le_bytes()),
+            }
+        }
+        let raw = bytes::Bytes::from(raw).slice(skew..);
+        TensorProto {
+            name: Some("w".into()),
+            dims: vec![k as i64, n as i64],
+            data_type: Some(dtype as i32),
+            raw_data: Some(raw),
+            ..Default::default()
+        }
+    };
+    let cast = |name: &str, input: &str, output: &str, to: i32| {
+        let mut c = node("Cast", name, &[input], &[output]);
+        c.attribute.push(AttributeProto {
+            name: Some("to".into()),
+            r#type: Some(onnx_proto::attribute_proto::AttributeType::Int as i32),
+            i: Some(to as i64),
+            ..Default::default()
+        });
+        c
+    };
+    // A node without inputs runs too (the in-place read must not assume one).
+    let mut half_node = node("Constant", "half", &[], &["half"]);
+    half_node.attribute.push(AttributeProto {
+        name: Some("value_float".into()),
+        r#type: Some(onnx_proto::attribute_proto::AttributeType::Float as i32),
+        f: Some(0.5),
+        ..Default::default()
+    });
+    for dtype in [DataType::Float, DataType::Float16, DataType::Bfloat16] {
+        for (a_shape, k, n, skew) in [
+            (vec![1, 37], 37, 300, 0),
+            (vec![3, 37], 37, 300, 0),
+            (vec![2, 5, 37], 37, 300, 0),
+            (vec![37], 37, 300, 0),
+            (vec![6, 1100], 1100, 1000, 0),
+            (vec![2, 1100], 1100, 1000, 0),
+            (vec![3, 37], 37, 300, 1),
+        ] {
+            let rank = a_shape.len();
+            let dims: Vec<Option<i64>> = a_shape.iter().map(|&d| Some(d as i64)).collect();
+            let mut out_dims = dims[..rank - 1].to_vec();
+            out_dims.push(Some(n as i64));
+            let m = ModelProto {
+                ir_version: Some(8),
+                opset_import: vec![OperatorSetIdProto {
+                    domain: Some(String::new()),
+                    version: Some(13),
+                }],
+                graph: Some(GraphProto {
+                    name: Some("g".into()),
+                    node: vec![
+                        half_node.clone(),
+                        cast("in", "x", "xc", dtype as i32),
+                        node("MatMul", "mm", &["xc", "w"], &["p"]),
+                        cast("out", "p", "q", DataType::Float as i32),
+                        node("Add", "add", &["q", "half"], &["y"]),
+                    ],
+                    initializer: vec![weight(dtype, k, n, skew)],
+                    input: vec![tensor_info("x", DType::Float, &dims)],
+                    output: vec![tensor_info("y", DType::Float, &out_dims)],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let eager = Session::new(&m).unwrap_or_else(|e| panic!("{e}"));
+            let lazy = Session::with_lazy_weights(&m).unwrap_or_else(|e| panic!("{e}"));
+            let count: usize = a_shape.iter().product();
+            let x = floats(
+                &a_shape,
+                (0..count)
+                    .map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0)
+                    .collect(),
+            );
+            let inputs = vec![("x".to_string(), x)];
+            let want = eager.run(inputs.clone()).unwrap_or_else(|e| panic!("{e}"));
+            let got = lazy.run(inputs).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got, want, "{dtype:?} {a_shape:?} x [{k}, {n}] skew {skew}");
+        }
+    }
+}
+
+/// The product of a float16 left operand and a large float16 weight is the float32 product
+/// rounded once, whichever way the weight is widened (a row at a time, or in panels of rows).
+#[test]
+fn float16_matmul_is_the_widened_product() {
+    let (k, n) = (1100usize, 1000usize);
+    let w: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 512.0)
+        .map(|v| half::f16::from_f32(v).to_f32())
+        .collect();
+    for rows in [1usize, 3, 6] {
+        let a: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 31 % 97) as f32 - 48.0) / 50.0)
+            .map(|v| half::f16::from_f32(v).to_f32())
+            .collect();
+        let half_of = |v: &[f32], shape: &[usize]| {
+            let h: Vec<half::f16> = v.iter().map(|&x| half::f16::from_f32(x)).collect();
+            Tensor::from_vec(shape, h).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let out = eval_node(
+            &node("MatMul", "mm", &["a", "w"], &["y"]),
+            13,
+            &[
+                Some(Value::Tensor(half_of(&a, &[rows, k]))),
+                Some(Value::Tensor(half_of(&w, &[k, n]))),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Value::Tensor(Tensor::F16(y)) = &out[0] else {
+            panic!("float16 MatMul gave {:?}", out[0]);
+        };
+        for i in 0..rows {
+            for j in (0..n).step_by(97) {
+                let exact: f64 = (0..k)
+                    .map(|p| f64::from(a[i * k + p]) * f64::from(w[p * n + j]))
+                    .sum();
+                let got = f64::from(y[[i, j]].to_f32());
+                assert!(
+                    (got - exact).abs() <= 1e-3 * exact.abs() + 2e-3,
+                    "rows {rows} ({i}, {j}): {got} vs {exact}"
+                );
+            }
+        }
+    }
+}
