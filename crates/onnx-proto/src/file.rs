@@ -50,11 +50,16 @@ pub(crate) fn write_atomic_file<T>(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let tmp = tempfile::Builder::new()
-        .prefix(".onnx-opt-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io_err(path))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".onnx-opt-").suffix(".tmp");
+    // The file gets the mode a newly created file gets (0666 less the umask), as a plain
+    // write would give it, not the temporary file's private 0600.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let tmp = builder.tempfile_in(dir).map_err(io_err(path))?;
     let out = write(tmp.as_file()).map_err(io_err(path))?;
     tmp.as_file().sync_all().map_err(io_err(path))?;
     tmp.persist(path).map_err(|e| Error::Io {

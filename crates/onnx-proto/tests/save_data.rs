@@ -394,3 +394,25 @@ fn a_model_kept_external_may_not_have_its_data_file_replaced() {
     assert_eq!(std::fs::read(&in_path).unwrap(), before);
     assert!(is_external(&loaded.model.graph.unwrap().initializer[0]));
 }
+
+/// A saved model and its data file get the mode a newly created file gets (the umask applied
+/// to 0666, as `File::create` gives), not the temporary file's private 0600.
+#[cfg(unix)]
+#[test]
+fn saved_files_get_the_mode_of_a_new_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    std::fs::File::create(&plain).unwrap();
+    let want = std::fs::metadata(&plain).unwrap().permissions().mode() & 0o777;
+    let out = dir.path().join("m.onnx");
+    let options = SaveOptions {
+        external: Some(ExternalDataOptions::for_model(&out, 16)),
+        ..Default::default()
+    };
+    save_model(&model(vec![tensor("t", pattern(64, 1))]), None, &out, &options).unwrap();
+    for f in [out.clone(), dir.path().join("m.onnx.data")] {
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, want, "{}", f.display());
+    }
+}
