@@ -410,7 +410,13 @@ fn saved_files_get_the_mode_of_a_new_file() {
         external: Some(ExternalDataOptions::for_model(&out, 16)),
         ..Default::default()
     };
-    save_model(&model(vec![tensor("t", pattern(64, 1))]), None, &out, &options).unwrap();
+    save_model(
+        &model(vec![tensor("t", pattern(64, 1))]),
+        None,
+        &out,
+        &options,
+    )
+    .unwrap();
     for f in [out.clone(), dir.path().join("m.onnx.data")] {
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, want, "{}", f.display());
