@@ -102,13 +102,15 @@ pub fn optimize_file(
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     progress("optimizing");
     // Checked above, with the file's name in the message.
-    let optimized = optimizer.optimize_checked(&model).map_err(|e| match e {
-        Error::Optimize { source, .. } => Error::Optimize {
-            path: input.to_path_buf(),
-            source,
-        },
-        other => other,
-    })?;
+    let optimized = optimizer
+        .optimize_checked(&model, progress)
+        .map_err(|e| match e {
+            Error::Optimize { source, .. } => Error::Optimize {
+                path: input.to_path_buf(),
+                source,
+            },
+            other => other,
+        })?;
     let report = optimized.report;
     let proto = optimized.model.to_proto();
     let t3 = Instant::now();

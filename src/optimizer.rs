@@ -456,16 +456,26 @@ impl Optimizer {
     /// rule that broke it. A model that fails the checker is refused before anything runs
     /// ([`Error::Check`], every problem listed).
     pub fn optimize(&self, model: &Model) -> Result<Optimized, Error> {
-        self.optimize_model(model, true)
+        self.optimize_model(model, true, &|_| {})
     }
 
     /// [`Self::optimize`] for a model the caller has just checked (`optimize_file` checks the
-    /// file it loads, naming the file): the checker does not run on it again.
-    pub(crate) fn optimize_checked(&self, model: &Model) -> Result<Optimized, Error> {
-        self.optimize_model(model, false)
+    /// file it loads, naming the file): the checker does not run on it again. `progress` is
+    /// told when the check starts, and when a difference sends it looking for the culprit.
+    pub(crate) fn optimize_checked(
+        &self,
+        model: &Model,
+        progress: &dyn Fn(&str),
+    ) -> Result<Optimized, Error> {
+        self.optimize_model(model, false, progress)
     }
 
-    fn optimize_model(&self, model: &Model, check_first: bool) -> Result<Optimized, Error> {
+    fn optimize_model(
+        &self,
+        model: &Model,
+        check_first: bool,
+        progress: &dyn Fn(&str),
+    ) -> Result<Optimized, Error> {
         let prepared;
         let model = match self.outputs.is_empty() && self.input_shapes.is_empty() {
             true => model,
@@ -504,6 +514,7 @@ impl Optimizer {
             data.extend(crate::run::read_data_sets(&original, d)?);
         }
         if self.check > 0 || !data.is_empty() {
+            progress("checking");
             let (m, c) = self.differs(&original, &proto, &data)?;
             checked = c;
             if let (Some(reason), true) = (&checked.skipped, self.require_check) {
@@ -512,6 +523,7 @@ impl Optimizer {
                 });
             }
             if let Some(m) = m {
+                progress("the check found a difference: finding the rule");
                 let culprit = self.bisect(model, &original, &phases, &origin, &data);
                 return Err(Error::Mismatch(Box::new(MismatchReport {
                     mismatch: m,
