@@ -124,15 +124,18 @@ pub fn halves_equal(eg: &OnnxEGraph, k: ConstId) -> Option<bool> {
     }
     let dims = &e.tensor.dims;
     let n = usize::try_from(*dims.last()?).ok()?;
-    if n % 2 != 0 {
+    if !n.is_multiple_of(2) {
         return Some(false);
     }
-    let count: usize = dims.iter().map(|&d| usize::try_from(d).ok()).product::<Option<usize>>()?;
+    let count: usize = dims
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .product::<Option<usize>>()?;
     if n == 0 || count == 0 {
         return Some(true);
     }
     let raw = e.tensor.raw_data.as_deref().unwrap_or_default();
-    if !raw.is_empty() && raw.len() % count == 0 {
+    if !raw.is_empty() && raw.len().is_multiple_of(count) {
         let row = n * (raw.len() / count);
         return Some(raw.chunks(row).all(|r| r[..row / 2] == r[row / 2..]));
     }

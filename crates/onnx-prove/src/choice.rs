@@ -219,7 +219,7 @@ pub(crate) fn random_tensor(
 /// missing last axis is left as it is).
 fn mirror_halves<T: Copy>(vals: &mut [T], shape: &[usize]) {
     let Some(&n) = shape.last() else { return };
-    if n == 0 || n % 2 != 0 {
+    if n == 0 || !n.is_multiple_of(2) {
         return;
     }
     for row in vals.chunks_mut(n) {
