@@ -110,6 +110,43 @@ pub fn decode(eg: &OnnxEGraph, k: ConstId) -> Option<onnx_ref::Tensor> {
     onnx_ref::Tensor::from_proto(&e.tensor).ok()
 }
 
+/// Constants larger than this are not read by `halves_equal` (a rotary table of 128K positions
+/// by 128 float32 dims is 64 MiB).
+pub const MAX_HALVES_BYTES: usize = 1 << 28;
+
+/// Whether constant `k`'s last axis is two equal halves, bitwise (`halves_equal`): read from its
+/// raw little-endian bytes where it has them (a table stored in a mapped file is not decoded),
+/// else decoded. `None` when it is too large or unreadable.
+pub fn halves_equal(eg: &OnnxEGraph, k: ConstId) -> Option<bool> {
+    let e = eg.analysis.consts.get(k);
+    if e.bytes > MAX_HALVES_BYTES {
+        return None;
+    }
+    let dims = &e.tensor.dims;
+    let n = usize::try_from(*dims.last()?).ok()?;
+    if !n.is_multiple_of(2) {
+        return Some(false);
+    }
+    let count: usize = dims
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .product::<Option<usize>>()?;
+    if n == 0 || count == 0 {
+        return Some(true);
+    }
+    let raw = e.tensor.raw_data.as_deref().unwrap_or_default();
+    if !raw.is_empty() && raw.len().is_multiple_of(count) {
+        let row = n * (raw.len() / count);
+        return Some(raw.chunks(row).all(|r| r[..row / 2] == r[row / 2..]));
+    }
+    let t = onnx_ref::Tensor::from_proto(&e.tensor).ok()?;
+    let vals = t.to_f64_vec().ok()?;
+    Some(vals.chunks(n).all(|r| {
+        let (lo, hi) = r.split_at(n / 2);
+        lo.iter().zip(hi).all(|(a, c)| a.to_bits() == c.to_bits())
+    }))
+}
+
 fn elements(t: &onnx_ref::Tensor) -> Option<Vec<Val>> {
     let dt = t.dtype();
     if dt == onnx_ref::DType::Bool {

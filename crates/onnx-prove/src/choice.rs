@@ -120,6 +120,8 @@ pub(crate) struct DataOpts {
     pub fill: Option<f64>,
     /// No element equals this value.
     pub avoid: Option<f64>,
+    /// The last axis is two equal halves (a rotary table: `Concat(f, f)`).
+    pub halves: bool,
 }
 
 /// The words string tensors are drawn from: empty, mixed case, inner and outer whitespace,
@@ -160,7 +162,7 @@ pub(crate) fn random_tensor(
     }
     if dtype.is_float() {
         let specials = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0];
-        let vals: Vec<f64> = (0..n)
+        let mut vals: Vec<f64> = (0..n)
             .map(|_| {
                 if let Some(f) = o.fill {
                     return f;
@@ -180,9 +182,12 @@ pub(crate) fn random_tensor(
                 }
             })
             .collect();
+        if o.halves {
+            mirror_halves(&mut vals, shape);
+        }
         return float_tensor(dtype, shape, vals);
     }
-    let ints: Vec<i64> = (0..n)
+    let mut ints: Vec<i64> = (0..n)
         .map(|_| {
             if let Some(f) = o.fill {
                 return f as i64;
@@ -204,7 +209,23 @@ pub(crate) fn random_tensor(
             }
         })
         .collect();
+    if o.halves {
+        mirror_halves(&mut ints, shape);
+    }
     int_tensor(dtype, shape, ints)
+}
+
+/// Copies the first half of every row of the last axis onto its second half (an odd or
+/// missing last axis is left as it is).
+fn mirror_halves<T: Copy>(vals: &mut [T], shape: &[usize]) {
+    let Some(&n) = shape.last() else { return };
+    if n == 0 || !n.is_multiple_of(2) {
+        return;
+    }
+    for row in vals.chunks_mut(n) {
+        let (lo, hi) = row.split_at_mut(n / 2);
+        hi.copy_from_slice(lo);
+    }
 }
 
 /// A floating tensor from f64 values (rounded to the dtype; NaN, infinities and -0 kept).

@@ -1,9 +1,9 @@
 //! What a rule's guard says about the instances it accepts, read before any instance is built:
 //! which value variables must be constants (`is_const`, `is_static`, `value`, `all_equal`,
-//! `any_equal`) or must not be (`!is_const(s)`: computed from a shape), and
+//! `any_equal`, `halves_equal`) or must not be (`!is_const(s)`: computed from a shape), and
 //! generation hints from the guard's top-level conjunction (`rank(v) == E`, `dim(v, i) == E`,
 //! `t == E` for an attribute variable, `is_identity(p)`, `all_equal(p, 0)`,
-//! `!any_equal(s, 0)`, `len(value(a)) == n`, `normalize_axes(a, r) == E`). A hint is applied
+//! `!any_equal(s, 0)`, `halves_equal(v)`, `len(value(a)) == n`, `normalize_axes(a, r) == E`). A hint is applied
 //! when its right side can be evaluated from what the generator has already built; guards are
 //! still evaluated by the engine, so a hint only raises the chance that the rule fires.
 
@@ -95,6 +95,8 @@ pub(crate) struct Hints {
     pub fill: BTreeMap<VarId, f64>,
     /// `!any_equal(v, x)`: no element is x.
     pub avoid: BTreeMap<VarId, f64>,
+    /// `halves_equal(v)`: the last axis is two equal halves.
+    pub halves: BTreeSet<VarId>,
     /// `len(value(a)) == E` / `len(a) == E`.
     pub len: BTreeMap<VarId, ExprId>,
 }
@@ -107,7 +109,7 @@ impl Hints {
             if let Expr::Call { func, args } = e {
                 let needs_const = matches!(
                     func.as_str(),
-                    "is_const" | "is_static" | "value" | "all_equal" | "any_equal"
+                    "is_const" | "is_static" | "value" | "all_equal" | "any_equal" | "halves_equal"
                 );
                 if let (true, Some(&a)) = (needs_const, args.first()) {
                     if let Expr::Var(v) = rule.expr(a) {
@@ -174,6 +176,7 @@ impl Hints {
                         self.fill.insert(v, x);
                     }
                 }
+                ("halves_equal", [v]) => self.halves.extend(var_of(*v)),
                 _ => {}
             },
             Expr::Unary { op: UnOp::Not, arg } => {

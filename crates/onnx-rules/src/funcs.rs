@@ -174,6 +174,12 @@ pub const BUILTINS: &[FuncSig] = &[
         "v is some a / Sqrt(b): a value normalized by a standard deviation or a root mean square",
     ),
     sig("dtype", &[Value], DType, "element type of v"),
+    sig(
+        "halves_equal",
+        &[Value],
+        Bool,
+        "constant v's last axis is two equal halves (v[..., :n/2] == v[..., n/2:], bitwise; n even)",
+    ),
     sig("inverse_perm", &[List], List, "the inverse permutation"),
     sig(
         "is_absent",

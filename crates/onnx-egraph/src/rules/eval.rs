@@ -288,6 +288,10 @@ impl Evaluator<'_> {
                     vals.iter().any(eq)
                 })
             }
+            ("halves_equal", [v]) => b(crate::value::halves_equal(
+                eg,
+                eg[Self::class(v)?].data.constant?,
+            )?),
             ("broadcasts_to", [v, shape]) => {
                 let s = ctx.shape(Self::class(v)?)?;
                 let target = self.list(shape.clone())?;

@@ -183,6 +183,7 @@ impl Gen<'_> {
             small: var.is_some_and(|v| hints.small.contains(&v)),
             fill: var.and_then(|v| hints.fill.get(&v).copied()),
             avoid: var.and_then(|v| hints.avoid.get(&v).copied()),
+            halves: var.is_some_and(|v| hints.halves.contains(&v)),
         };
         let tensor = if let Some(t) = opts.data {
             t

@@ -353,7 +353,10 @@ impl Gen<'_> {
                         }
                     }
                     self.set_attr(c, "axes", AVal::Ints(all.clone()));
-                    all
+                    // A hint on the axes' variable may have replaced the random choice.
+                    Self::attr_val(c, "axes")
+                        .and_then(|v| v.as_ints())
+                        .unwrap_or(all)
                 }
             }
             None => (0..ri).collect(),
