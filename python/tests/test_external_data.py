@@ -144,3 +144,60 @@ def test_convert_a_path_with_external_data(external_mlp, tmp_path):
     assert _external_tensors(onnx.load(str(out_path), load_external_data=False))
     feeds = random_feeds(model, 3)
     assert_outputs_close(ort_run(out_path, feeds), ort_run(model, feeds))
+
+
+def _external_input(directory):
+    """A model whose three initializers are all in ``in.onnx.data``: a weight the optimizer
+    keeps, and two constants it folds into a new one."""
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+
+    w = numpy_helper.from_array(np.arange(128 * 128, dtype=np.float32).reshape(128, 128) / 1e3, "w")
+    a = numpy_helper.from_array(np.ones((2, 128), np.float32), "a")
+    b = numpy_helper.from_array(np.full((2, 128), 2, np.float32), "b")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Add", ["a", "b"], ["c"]),
+            helper.make_node("Add", ["m", "c"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 128])],
+        [w, a, b],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(directory, "in.onnx")
+    onnx.save(model, path, save_as_external_data=True, location="in.onnx.data", size_threshold=0)
+    return path
+
+
+def _locations(path):
+    model = onnx.load(path, load_external_data=False)
+    return {t.name: _location(t) for t in _external_tensors(model)}
+
+
+def test_reuse_external_data_keeps_unchanged_tensors_in_the_input_file(tmp_path):
+    path = _external_input(str(tmp_path))
+    out = tmp_path / "out.onnx"
+    onnx_opt.optimize(path, output=str(out), reuse_external_data=True)
+    assert _locations(str(out))["w"] == "in.onnx.data"
+    assert sorted(os.listdir(tmp_path)) == ["in.onnx", "in.onnx.data", "out.onnx", "out.onnx.data"]
+    onnx.checker.check_model(str(out))
+    converted = tmp_path / "conv.onnx"
+    onnx_opt.convert(path, 18, output=str(converted), reuse_external_data=True)
+    assert _locations(str(converted))["w"] == "in.onnx.data"
+
+
+def test_reuse_external_data_refusals_write_nothing(tmp_path):
+    path = _external_input(str(tmp_path))
+    with pytest.raises(onnx_opt.OptionError, match="replace the input model"):
+        onnx_opt.optimize(path, output=path, reuse_external_data=True)
+    other = tmp_path / "sub"
+    other.mkdir()
+    with pytest.raises(onnx_opt.OptionError, match="not inside"):
+        onnx_opt.optimize(path, output=str(other / "o.onnx"), reuse_external_data=True)
+    assert os.listdir(other) == []
+    with pytest.raises(onnx_opt.OptionError):
+        onnx_opt.optimize(path, reuse_external_data=True)
