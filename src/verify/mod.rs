@@ -231,8 +231,8 @@ pub fn compare_models_on(
         source: Box::new(source),
     })?;
     // Weights are decoded when a run first reads them and dropped after their last read (a
-    // MatMul weight is read in place, a Gather's table by rows), and models whose runs decode
-    // many weight bytes run one after the other: the check then holds one model's live
+    // MatMul or Gemm weight is read in place, a Gather's table by rows), and models whose runs
+    // decode many weight bytes run one after the other: the check then holds one model's live
     // weights and activations at a time, not both models' every weight.
     let side_by_side = a.decoded_weight_bytes() + b.decoded_weight_bytes() < SIDE_BY_SIDE_MAX_BYTES;
     let pair = Pair {

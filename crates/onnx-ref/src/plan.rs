@@ -327,7 +327,7 @@ pub(crate) struct Step {
 pub(crate) enum PartialRead {
     /// A Gather whose data it is: only the rows its indices name are decoded.
     GatherRows(usize),
-    /// A MatMul whose right operand it is: a 2-D float weight read in place from the
+    /// A MatMul or Gemm whose right operand it is: a 2-D float weight read in place from the
     /// tensor's bytes (a memory-mapped file's pages), never copied or widened as a whole.
     MatMulWeight(usize),
 }
@@ -523,9 +523,9 @@ impl GraphPlan {
                 // A lazy weight is read in place, or decoded here when it cannot be.
                 let mut in_place = None;
                 let weight = match (step.partial, ins.first().copied().flatten()) {
-                    (Some(PartialRead::MatMulWeight(i)), Some(a)) if ins[1].is_none() => {
+                    (Some(PartialRead::MatMulWeight(i)), Some(_)) if ins[1].is_none() => {
                         let t = &self.lazy[i].1;
-                        in_place = crate::kernels::matmul_in_place(&ctx, a, t)?;
+                        in_place = crate::kernels::product_in_place(&ctx, &ins, t)?;
                         match in_place {
                             Some(_) => None,
                             None => Some(Value::Tensor(Tensor::from_proto(t)?)),

@@ -75,19 +75,24 @@ fn reads_rows_only(step: &Step, slot: Slot) -> bool {
         && step.inputs[1] != Some(Src::Local(slot))
 }
 
-/// Whether `step` is a MatMul (a kernel) whose right operand, and only that, is `slot`: a
-/// 2-D float, float16 or bfloat16 tensor `t` that it can read in place.
+/// Whether `step` is a MatMul or Gemm (a kernel) whose right operand, and only that, is
+/// `slot`: a 2-D float, float16 or bfloat16 tensor `t` that it can read in place.
 fn reads_as_weight_only(step: &Step, slot: Slot, t: &onnx_proto::TensorProto) -> bool {
     let float = matches!(
         t.data_type.and_then(DType::from_code),
         Some(DType::Float | DType::Float16 | DType::Bfloat16)
     );
-    step.node.op_type.as_deref() == Some("MatMul")
-        && normalize_domain(step.node.domain.as_deref().unwrap_or("")).is_empty()
+    let arity = match step.node.op_type.as_deref() {
+        Some("MatMul") => 2..=2,
+        Some("Gemm") => 2..=3,
+        _ => return false,
+    };
+    normalize_domain(step.node.domain.as_deref().unwrap_or("")).is_empty()
         && matches!(step.kind, StepKind::Kernel(_))
-        && step.inputs.len() == 2
+        && arity.contains(&step.inputs.len())
         && step.inputs[1] == Some(Src::Local(slot))
         && step.inputs[0] != Some(Src::Local(slot))
+        && step.inputs.get(2) != Some(&Some(Src::Local(slot)))
         && t.dims.len() == 2
         && float
 }
@@ -555,8 +560,8 @@ pub struct Session {
 
 impl Session {
     /// Bytes of the main graph's weights a run holds decoded: those decoded at planning, and
-    /// the lazy ones each run decodes whole (not a Gather's rows nor a MatMul weight read in
-    /// place). An upper bound on what one run's weights add to its memory.
+    /// the lazy ones each run decodes whole (not a Gather's rows nor a MatMul or Gemm weight
+    /// read in place). An upper bound on what one run's weights add to its memory.
     pub fn decoded_weight_bytes(&self) -> usize {
         let eager: usize = self
             .plan

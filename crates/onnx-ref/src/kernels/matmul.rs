@@ -607,16 +607,20 @@ fn matmul_views<T: GemmElem>(a: ArrayViewD<T>, b: ArrayViewD<T>) -> Result<Array
     array_from_vec(&out_shape_final(batch, a.ndim(), b.ndim(), m, n), out)
 }
 
-/// MatMul of `a` and a 2-D float weight read in place from `t`'s little-endian raw bytes (a
-/// memory-mapped file's pages), neither copied nor decoded: `None` when the bytes cannot be
-/// viewed so (no raw data, a misaligned or short buffer, a big-endian host, another dtype than
-/// `a`'s), and the caller decodes the tensor instead.
-pub(crate) fn matmul_in_place(
+/// MatMul or Gemm with its right operand, a 2-D float weight, read in place from `t`'s
+/// little-endian raw bytes (a memory-mapped file's pages), neither copied nor decoded: `None`
+/// when the bytes cannot be viewed so (no raw data, a misaligned or short buffer, a big-endian
+/// host, another dtype than the left operand's), and the caller decodes the tensor instead.
+pub(crate) fn product_in_place(
     ctx: &KernelCtx,
-    a: &Value,
+    inputs: &[Option<&Value>],
     t: &onnx_proto::TensorProto,
 ) -> Result<Option<Vec<Value>>> {
-    let (Value::Tensor(a), Some(raw), [k, n]) = (a, t.raw_data.as_ref(), t.dims.as_slice()) else {
+    let (Some(Value::Tensor(a)), Some(raw), [k, n]) = (
+        inputs.first().copied().flatten(),
+        t.raw_data.as_ref(),
+        t.dims.as_slice(),
+    ) else {
         return Ok(None);
     };
     let (Ok(k), Ok(n)) = (usize::try_from(*k), usize::try_from(*n)) else {
@@ -633,21 +637,21 @@ pub(crate) fn matmul_in_place(
         (Tensor::F32(a), Some(DType::Float)) => {
             let w = bytemuck::try_cast_slice::<u8, f32>(raw).ok();
             match w.and_then(|w| viewed(w, k, n)) {
-                Some(w) => matmul_views(a.view(), w).map(Tensor::F32),
+                Some(w) => product_with(ctx, inputs, a, w).map(Tensor::F32),
                 None => return Ok(None),
             }
         }
         (Tensor::F16(a), Some(DType::Float16)) => {
             let w = bits().map(|b| b.reinterpret_cast::<f16>());
             match w.and_then(|w| viewed(w, k, n)) {
-                Some(w) => matmul_views(a.view(), w).map(Tensor::F16),
+                Some(w) => product_with(ctx, inputs, a, w).map(Tensor::F16),
                 None => return Ok(None),
             }
         }
         (Tensor::BF16(a), Some(DType::Bfloat16)) => {
             let w = bits().map(|b| b.reinterpret_cast::<bf16>());
             match w.and_then(|w| viewed(w, k, n)) {
-                Some(w) => matmul_views(a.view(), w).map(Tensor::BF16),
+                Some(w) => product_with(ctx, inputs, a, w).map(Tensor::BF16),
                 None => return Ok(None),
             }
         }
@@ -655,6 +659,36 @@ pub(crate) fn matmul_in_place(
     };
     let out = product.map_err(|e| e.in_node(&ctx.node_ref()))?;
     Ok(Some(vec![Value::Tensor(out)]))
+}
+
+/// The node's product (MatMul, or Gemm with its attributes and optional C) with `w` as its
+/// right operand.
+fn product_with<T: GemmElem>(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Value>],
+    a: &Array<T>,
+    w: ArrayViewD<T>,
+) -> Result<Array<T>> {
+    if ctx.node.op_type.as_deref() != Some("Gemm") {
+        return matmul_views(a.view(), w);
+    }
+    let c = if ctx.opset < 11 {
+        Some(ctx.input(inputs, 2)?)
+    } else {
+        ctx.opt_input(inputs, 2)?
+    };
+    if let Some(c) = c {
+        same_dtype(ctx, &[ctx.input(inputs, 0)?, c])?;
+    }
+    let c = match c {
+        Some(c) => Some(typed(c)?),
+        None => None,
+    };
+    let trans_a = ctx.attr_int("transA", 0)? != 0;
+    let trans_b = ctx.attr_int("transB", 0)? != 0;
+    let alpha = ctx.attr_float("alpha", 1.0)? as f64;
+    let beta = ctx.attr_float("beta", 1.0)? as f64;
+    gemm_of(a, w, c, trans_a, trans_b, alpha, beta)
 }
 
 pub(crate) fn matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
@@ -667,15 +701,15 @@ pub(crate) fn matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<V
 #[allow(clippy::too_many_arguments)]
 fn gemm_of<T: GemmElem>(
     a: &Array<T>,
-    b: &Array<T>,
+    b: ArrayViewD<T>,
     c: Option<&Array<T>>,
     trans_a: bool,
     trans_b: bool,
     alpha: f64,
     beta: f64,
 ) -> Result<Array<T>> {
-    let to2d = |x: &Array<T>| -> Result<(usize, usize)> {
-        match x.shape() {
+    let to2d = |x: &[usize]| -> Result<(usize, usize)> {
+        match x {
             [r, c] => Ok((*r, *c)),
             [n] => Ok((1, *n)),
             s => Err(RefError::op(format!(
@@ -683,8 +717,8 @@ fn gemm_of<T: GemmElem>(
             ))),
         }
     };
-    let (ar, ac) = to2d(a)?;
-    let (br, bc) = to2d(b)?;
+    let (ar, ac) = to2d(a.shape())?;
+    let (br, bc) = to2d(b.shape())?;
     let (m, k) = if trans_a { (ac, ar) } else { (ar, ac) };
     let (k2, n) = if trans_b { (bc, br) } else { (br, bc) };
     if k != k2 {
@@ -757,7 +791,7 @@ fn gemm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let beta = ctx.attr_float("beta", 1.0)? as f64;
     one(map_gemm!(a, x => {
         let c = match c { Some(c) => Some(typed(c)?), None => None };
-        gemm_of(x, typed(b)?, c, trans_a, trans_b, alpha, beta)?
+        gemm_of(x, typed(b)?.view(), c, trans_a, trans_b, alpha, beta)?
     }, other => return Err(unsupported(ctx, other))))
 }
 

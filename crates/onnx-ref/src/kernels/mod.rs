@@ -47,7 +47,7 @@ mod unary;
 pub(crate) use attention::{flex_attention, ModifierGraphs, MODIFIER_OPSET};
 pub use cast::cast_tensor;
 pub use matmul::gemm_f32;
-pub(crate) use matmul::matmul_in_place;
+pub(crate) use matmul::product_in_place;
 
 /// Registers every built-in kernel family.
 pub fn register_all(reg: &mut KernelRegistry) {
