@@ -329,7 +329,7 @@ pub(crate) enum PartialRead {
     GatherRows(usize),
     /// A MatMul or Gemm whose right operand it is: a 2-D float weight read in place from the
     /// tensor's bytes (a memory-mapped file's pages), never copied or widened as a whole.
-    MatMulWeight(usize),
+    ProductWeight(usize),
 }
 
 #[derive(Debug)]
@@ -523,7 +523,7 @@ impl GraphPlan {
                 // A lazy weight is read in place, or decoded here when it cannot be.
                 let mut in_place = None;
                 let weight = match (step.partial, ins.first().copied().flatten()) {
-                    (Some(PartialRead::MatMulWeight(i)), Some(_)) if ins[1].is_none() => {
+                    (Some(PartialRead::ProductWeight(i)), Some(_)) if ins[1].is_none() => {
                         let t = &self.lazy[i].1;
                         in_place = crate::kernels::product_in_place(&ctx, &ins, t)?;
                         match in_place {

@@ -492,7 +492,7 @@ impl GraphPlan {
                     if only_here && reads_rows_only(&steps[k], slot) {
                         steps[k].partial = Some(PartialRead::GatherRows(kept_lazy.len()));
                     } else if only_here && reads_as_weight_only(&steps[k], slot, &t) {
-                        steps[k].partial = Some(PartialRead::MatMulWeight(kept_lazy.len()));
+                        steps[k].partial = Some(PartialRead::ProductWeight(kept_lazy.len()));
                     } else {
                         steps[k].load.push(kept_lazy.len());
                     }

@@ -283,27 +283,21 @@ impl GemmElem for f64 {
 /// of rows (a 16-bit weight is never widened as a whole: 4096x11008 would be 180 MB).
 const WIDEN_WHOLE_MAX: usize = 1 << 20;
 
-/// 16-bit floats widened to f32 in slices (SIMD where the CPU has it) and rounded back.
-trait Widen: Copy + Num {
+/// 16-bit floats widened to f32 in slices (SIMD where the CPU has it); `Num::from_f32`
+/// rounds back.
+trait Widen: Num {
     fn widen(src: &[Self], dst: &mut [f32]);
-    fn narrow(x: f32) -> Self;
 }
 
 impl Widen for f16 {
     fn widen(src: &[Self], dst: &mut [f32]) {
         half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst)
     }
-    fn narrow(x: f32) -> Self {
-        f16::from_f32(x)
-    }
 }
 
 impl Widen for bf16 {
     fn widen(src: &[Self], dst: &mut [f32]) {
         half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst)
-    }
-    fn narrow(x: f32) -> Self {
-        bf16::from_f32(x)
     }
 }
 
@@ -398,7 +392,7 @@ fn gemm_16<T: Widen>(
         f32::gemm_raw(m, k, n, alpha, a32, b32, beta, &mut c32);
     }
     for (d, s) in c.iter_mut().zip(c32) {
-        *d = T::narrow(s);
+        *d = T::from_f32(s);
     }
 }
 
