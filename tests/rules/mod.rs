@@ -624,6 +624,39 @@ g (float[2,4,4] x) => (float[2,4,4] y) {
             "Mul",
             0,
         ),
+        (
+            "Softmax attention whose mask is a graph input (a row of -inf is NaN, Attention's 0)",
+            r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, float[3,5] m) => (float[1,2,3,4] y) {
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul(q, kt)
+  c = Constant <value = float {0.5}> ()
+  d = Mul(s, c)
+  a = Add(d, m)
+  p = Softmax <axis = -1> (a)
+  y = MatMul(p, v)
+}"#,
+            "Softmax",
+            1,
+        ),
+        (
+            "K and V heads tiled (Unsqueeze at axis 1), not repeated in place as repeat_kv does",
+            r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[1,4,3,8] q, float[1,2,5,8] k, float[1,2,5,8] v) => (float[1,4,3,8] y) {
+  axes = Constant <value = int64[1] {1}> ()
+  uk = Unsqueeze(k, axes)
+  uv = Unsqueeze(v, axes)
+  e = Constant <value = int64[5] {1, 2, 2, 5, 8}> ()
+  r = Constant <value = int64[4] {1, 4, 5, 8}> ()
+  ek = Expand(uk, e)
+  ev = Expand(uv, e)
+  rk = Reshape(ek, r)
+  rv = Reshape(ev, r)
+  y = Attention(q, rk, rv)
+}"#,
+            "Expand",
+            2,
+        ),
     ];
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");

@@ -229,7 +229,7 @@ fn infer_op(
     data
 }
 
-/// An int64 scalar or vector whose symbolic value is fully known, as a tensor.
+/// An int64 (or bool) scalar or vector whose symbolic value is fully known, as a tensor.
 fn known_shape_constant(
     ty: Option<&onnx_proto::TypeProto>,
     sym: Option<&[SymDim]>,
@@ -242,21 +242,20 @@ fn known_shape_constant(
         1 => vec![values.len() as i64],
         _ => return None,
     };
-    if onnx_schema::infer::elem_type_of(ty?)
-        != Some(onnx_proto::tensor_proto::DataType::Int64 as i32)
-    {
+    use onnx_proto::tensor_proto::DataType;
+    let elem = onnx_schema::infer::elem_type_of(ty?)?;
+    // Shape arithmetic is int64; comparisons of shape vectors (torch's expand guard) are bool.
+    let raw: Vec<u8> = if elem == DataType::Int64 as i32 {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    } else if elem == DataType::Bool as i32 && values.iter().all(|&v| v == 0 || v == 1) {
+        values.iter().map(|&v| v as u8).collect()
+    } else {
         return None;
-    }
+    };
     Some(onnx_proto::TensorProto {
         dims,
-        data_type: Some(onnx_proto::tensor_proto::DataType::Int64 as i32),
-        raw_data: Some(
-            values
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect::<Vec<u8>>()
-                .into(),
-        ),
+        data_type: Some(elem),
+        raw_data: Some(raw.into()),
         ..Default::default()
     })
 }

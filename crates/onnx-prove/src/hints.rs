@@ -109,7 +109,13 @@ impl Hints {
             if let Expr::Call { func, args } = e {
                 let needs_const = matches!(
                     func.as_str(),
-                    "is_const" | "is_static" | "value" | "all_equal" | "any_equal" | "halves_equal"
+                    "is_const"
+                        | "is_static"
+                        | "value"
+                        | "all_equal"
+                        | "any_equal"
+                        | "halves_equal"
+                        | "finite"
                 );
                 if let (true, Some(&a)) = (needs_const, args.first()) {
                     if let Expr::Var(v) = rule.expr(a) {

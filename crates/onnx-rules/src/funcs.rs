@@ -175,6 +175,12 @@ pub const BUILTINS: &[FuncSig] = &[
     ),
     sig("dtype", &[Value], DType, "element type of v"),
     sig(
+        "finite",
+        &[Value],
+        Bool,
+        "v holds no infinity, by how it is computed (selected, moved or cast from constants and integers; no arithmetic)",
+    ),
+    sig(
         "halves_equal",
         &[Value],
         Bool,
@@ -230,6 +236,12 @@ pub const BUILTINS: &[FuncSig] = &[
     sig("opset", &[], Int, "the model's default-domain opset"),
     sig("range", &[Int, Int], List, "[a, a+1, ..., b-1]"),
     sig("rank", &[Value], Int, "rank of v"),
+    sig(
+        "repeats_heads",
+        &[Value, Value, Any],
+        Bool,
+        "Reshape(Expand(Unsqueeze(k, [2]), e), r) repeats each head of a rank-4 k n times in a row (transformers' repeat_kv)",
+    ),
     sig(
         "reshape_target",
         &[Any, Value],

@@ -359,6 +359,21 @@ impl Evaluator<'_> {
                     })
                 }))
             }
+            ("finite", [v]) => b(super::facts::finite(eg, Self::class(v)?)),
+            ("repeats_heads", [k, e, r]) => {
+                let vector = |v: &Val| -> Option<Vec<SymDim>> {
+                    match v {
+                        Val::Class(c) => sym_value(eg, eg.find(*c)),
+                        other => Some(ints(other)?.into_iter().map(SymDim::Known).collect()),
+                    }
+                };
+                b(super::facts::repeats_heads(
+                    eg,
+                    Self::class(k)?,
+                    &vector(e)?,
+                    &vector(r)?,
+                )?)
+            }
             ("opset", []) => Some(Val::Int(ctx.opset)),
             ("root", []) => Some(Val::Class(eg.find(*self.roots.first()?))),
             ("member", [x, l]) => {
@@ -515,7 +530,7 @@ impl Evaluator<'_> {
 }
 
 /// A shape vector's value with symbolic dims: the analysis' `sym`, or a constant's entries.
-fn sym_value(eg: &OnnxEGraph, c: Id) -> Option<Vec<SymDim>> {
+pub(crate) fn sym_value(eg: &OnnxEGraph, c: Id) -> Option<Vec<SymDim>> {
     if let Some(v) = eg[c].data.sym.clone() {
         return Some(v);
     }

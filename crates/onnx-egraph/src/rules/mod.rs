@@ -8,6 +8,7 @@
 
 mod apply;
 mod eval;
+mod facts;
 mod matcher;
 mod rust;
 
@@ -416,7 +417,8 @@ pub(crate) fn rust_guard(
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guard(&view))).unwrap_or(None)
 }
 
-/// Same element type and a shape known equal (dims equal by value or by name).
+/// Same element type and a shape known equal (dims equal by value or by name, or b is a Cast
+/// or Identity of a).
 fn known_same_type(eg: &OnnxEGraph, a: Id, b: Id) -> bool {
     let (a, b) = (eg.find(a), eg.find(b));
     if a == b {
@@ -431,6 +433,23 @@ fn known_same_type(eg: &OnnxEGraph, a: Id, b: Id) -> bool {
     };
     if ea != eb || ea == 0 {
         return false;
+    }
+    // `Cast(a)` and `Identity(a)` have a's shape by definition, known or not.
+    let shape_preserved = eg[b].nodes.iter().any(|n| match n.kind {
+        crate::lang::NodeKind::Op(op) => {
+            let info = eg.analysis.ops.get(op);
+            info.domain.is_empty()
+                && matches!(info.op_type.as_str(), "Cast" | "Identity")
+                && crate::build::Roles::new(info, &n.children)
+                    .inputs()
+                    .first()
+                    .map(|&c| eg.find(c))
+                    == Some(a)
+        }
+        _ => false,
+    });
+    if shape_preserved {
+        return true;
     }
     let (Some(sa), Some(sb)) = (shape_of(ta), shape_of(tb)) else {
         return false;

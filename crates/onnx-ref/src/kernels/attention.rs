@@ -90,8 +90,9 @@ impl SoftmaxPrecision {
         }
     }
 
-    /// Softmax of `row` in place, numpy-style in this precision: a row whose maximum is -inf
-    /// gives zeros, NaN propagates.
+    /// Softmax of `row` in place, numpy-style in this precision: NaN propagates, and a row of
+    /// -inf gives NaN (-inf - -inf), as Softmax does. (Attention zeroes a row whose mask is all
+    /// -inf afterwards, as its function body does.)
     pub(crate) fn softmax<A: AccFloat>(self, row: &mut [A]) {
         let mut max = A::neg_infinity();
         for &v in row.iter() {
@@ -102,11 +103,7 @@ impl SoftmaxPrecision {
                 }
             }
         }
-        let shift = if max == A::neg_infinity() {
-            A::zero()
-        } else {
-            max
-        };
+        let shift = max;
         let mut sum = A::zero();
         for v in row.iter_mut() {
             *v = self.round(self.round(*v - shift).exp());

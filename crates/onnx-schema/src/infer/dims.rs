@@ -246,7 +246,10 @@ pub(crate) fn product(dims: &[SymDim]) -> SymDim {
     }
 }
 
-/// `a + b` on symbolic scalars: known when both are known, `p + 0 = p`.
+/// `a + b` on symbolic scalars: known when both are known, `p + 0 = p`, and the sum of two
+/// named dims is the dim named `p+q` (the names in order, so `q + p` is the same dim): a KV
+/// cache's `Concat(past, new)` has `past_sequence_length+sequence_length` keys, and every
+/// value computed the same way has the same name.
 pub(crate) fn add(a: &SymDim, b: &SymDim) -> SymDim {
     match (a, b) {
         (SymDim::Known(x), SymDim::Known(y)) => {
@@ -254,11 +257,16 @@ pub(crate) fn add(a: &SymDim, b: &SymDim) -> SymDim {
         }
         (_, SymDim::Known(0)) => a.clone(),
         (SymDim::Known(0), _) => b.clone(),
+        (SymDim::Param(p), SymDim::Param(q)) => {
+            let (p, q) = if p <= q { (p, q) } else { (q, p) };
+            SymDim::Param(format!("{p}+{q}"))
+        }
         _ => SymDim::Unknown,
     }
 }
 
-/// `a - b` on symbolic scalars: known when both are known, `p - 0 = p`, `p - p = 0`.
+/// `a - b` on symbolic scalars: known when both are known, `p - 0 = p`, `p - p = 0`,
+/// `(p+q) - q = p`.
 pub(crate) fn sub(a: &SymDim, b: &SymDim) -> SymDim {
     match (a, b) {
         (SymDim::Known(x), SymDim::Known(y)) => {
@@ -266,6 +274,12 @@ pub(crate) fn sub(a: &SymDim, b: &SymDim) -> SymDim {
         }
         (_, SymDim::Known(0)) => a.clone(),
         (SymDim::Param(p), SymDim::Param(q)) if p == q => SymDim::Known(0),
+        // (p+q) - q = p, for the sums `add` names.
+        (SymDim::Param(sum), SymDim::Param(q)) => match sum.split_once('+') {
+            Some((x, y)) if y == q && !x.is_empty() => SymDim::Param(x.to_string()),
+            Some((x, y)) if x == q && !y.is_empty() => SymDim::Param(y.to_string()),
+            _ => SymDim::Unknown,
+        },
         _ => SymDim::Unknown,
     }
 }
@@ -368,6 +382,12 @@ mod tests {
         assert_eq!(product(&[p("b"), SymDim::Unknown, k(0)]), k(0));
         assert_eq!(product(&[]), k(1));
         assert_eq!(add(&p("s"), &k(0)), p("s"));
+        assert_eq!(add(&p("seq"), &p("past")), p("past+seq"));
+        assert_eq!(add(&p("past"), &p("seq")), p("past+seq"));
+        assert_eq!(add(&p("s"), &k(2)), SymDim::Unknown);
+        assert_eq!(sub(&p("past+seq"), &p("seq")), p("past"));
+        assert_eq!(sub(&p("past+seq"), &p("past")), p("seq"));
+        assert_eq!(sub(&p("past+seq"), &p("other")), SymDim::Unknown);
         assert_eq!(sub(&p("s"), &p("s")), k(0));
         assert_eq!(floor_div(&k(-7), &k(2)), k(-4));
         assert_eq!(floor_div(&k(7), &k(2)), k(3));

@@ -164,11 +164,7 @@ fn compute(ctx: &NodeCtx<'_>, out_elem: i32) -> Option<Dims> {
                 })
                 .collect(),
         ),
-        "Equal" => elementwise(ctx, |a, b| match (a, b) {
-            (SymDim::Known(x), SymDim::Known(y)) => SymDim::Known(i64::from(x == y)),
-            (SymDim::Param(p), SymDim::Param(q)) if p == q => SymDim::Known(1),
-            _ => SymDim::Unknown,
-        }),
+        "Equal" => elementwise(ctx, |a, b| compare(a, b, |x, y| x == y)),
         "And" => elementwise(ctx, |a, b| {
             known2(a, b, |x, y| Some(i64::from(x != 0 && y != 0)))
         }),
@@ -178,10 +174,10 @@ fn compute(ctx: &NodeCtx<'_>, out_elem: i32) -> Option<Dims> {
         "Xor" => elementwise(ctx, |a, b| {
             known_only(a, b, |x, y| i64::from((x != 0) != (y != 0)))
         }),
-        "Less" => elementwise(ctx, |a, b| known_only(a, b, |x, y| i64::from(x < y))),
-        "LessOrEqual" => elementwise(ctx, |a, b| known_only(a, b, |x, y| i64::from(x <= y))),
-        "Greater" => elementwise(ctx, |a, b| known_only(a, b, |x, y| i64::from(x > y))),
-        "GreaterOrEqual" => elementwise(ctx, |a, b| known_only(a, b, |x, y| i64::from(x >= y))),
+        "Less" => elementwise(ctx, |a, b| compare(a, b, |x, y| x < y)),
+        "LessOrEqual" => elementwise(ctx, |a, b| compare(a, b, |x, y| x <= y)),
+        "Greater" => elementwise(ctx, |a, b| compare(a, b, |x, y| x > y)),
+        "GreaterOrEqual" => elementwise(ctx, |a, b| compare(a, b, |x, y| x >= y)),
         "Not" => Some(
             ctx.sym(0)?
                 .iter()
@@ -243,6 +239,20 @@ fn known_only(a: &SymDim, b: &SymDim, f: impl Fn(i64, i64) -> i64) -> SymDim {
         (SymDim::Known(x), SymDim::Known(y)) => SymDim::Known(f(*x, *y)),
         _ => SymDim::Unknown,
     }
+}
+
+/// A comparison of symbolic scalars (1 or 0). Besides known values: a named dim equals itself,
+/// and since a dim is never negative, it compares with a negative constant as 0 does (torch's
+/// expand guard `Equal(shape, -1)` over a shape built from `Shape` is all false).
+fn compare(a: &SymDim, b: &SymDim, f: impl Fn(i64, i64) -> bool) -> SymDim {
+    let r = match (a, b) {
+        (SymDim::Known(x), SymDim::Known(y)) => f(*x, *y),
+        (SymDim::Param(p), SymDim::Param(q)) if p == q => f(0, 0),
+        (SymDim::Param(_), SymDim::Known(y)) if *y < 0 => f(0, *y),
+        (SymDim::Known(x), SymDim::Param(_)) if *x < 0 => f(*x, 0),
+        _ => return SymDim::Unknown,
+    };
+    SymDim::Known(i64::from(r))
 }
 
 fn known2(a: &SymDim, b: &SymDim, f: impl Fn(i64, i64) -> Option<i64>) -> SymDim {

@@ -165,7 +165,10 @@ fn attention_gives_output_and_present() {
         "Attention",
         &heads,
         &[Some(&input), Some(&weights), Some(&bias), None, Some(&past)],
-        &["float[batch, seq, 768]", "float[2, batch, 12, ?, 64]"],
+        &[
+            "float[batch, seq, 768]",
+            "float[2, batch, 12, past+seq, 64]",
+        ],
     );
     let one = float(&["1", "1", "768"]);
     let past7 = float(&["2", "1", "12", "7", "64"]);

@@ -265,3 +265,39 @@ fn partly_known_shape_vectors_keep_what_is_known() {
     assert_eq!(sym(&result, "target"), dims(&["batch", "?", "64"]));
     check(&result, &[("y", "float[batch, ?, 64]")]);
 }
+
+#[test]
+fn torch_expand_guard_is_false_over_dims() {
+    // TorchScript's `x.expand(shape)` guard: Where(Equal(shape, -1), 1, shape). A dim is never
+    // negative, so the guard picks the shape itself and Expand keeps the dims' names.
+    let result = Graph::new(17)
+        .input("x", float(&["batch", "1", "sequence"]))
+        .node("Shape", &["x"], &["s"], vec![])
+        .constant("minus_one", &[3], &[-1, -1, -1])
+        .constant("ones", &[3], &[1, 1, 1])
+        .constant("four", &[1], &[4])
+        .constant("i1", &[1], &[1])
+        .constant("i0", &[1], &[0])
+        .node("Gather", &["s", "i0"], &["b"], vec![attr_int("axis", 0)])
+        .node("Gather", &["s", "i1"], &["one"], vec![attr_int("axis", 0)])
+        .node("Shape", &["x"], &["tail"], vec![attr_int("start", 2)])
+        .node(
+            "Concat",
+            &["b", "four", "tail"],
+            &["shape"],
+            vec![attr_int("axis", 0)],
+        )
+        .node("Equal", &["shape", "minus_one"], &["is_neg"], vec![])
+        .node("Where", &["is_neg", "ones", "shape"], &["guarded"], vec![])
+        .node("Expand", &["x", "guarded"], &["y"], vec![])
+        .node("Less", &["b", "minus_one"], &["lt"], vec![])
+        .node("GreaterOrEqual", &["tail", "minus_one"], &["ge"], vec![])
+        .node("Less", &["b", "four"], &["unknown"], vec![])
+        .infer();
+    assert_eq!(sym(&result, "is_neg"), dims(&["0", "0", "0"]));
+    assert_eq!(sym(&result, "guarded"), dims(&["batch", "4", "sequence"]));
+    assert_eq!(sym(&result, "lt"), dims(&["0", "0", "0"]));
+    assert_eq!(sym(&result, "ge"), dims(&["1", "1", "1"]));
+    assert_eq!(sym(&result, "unknown"), dims(&["?"]));
+    check(&result, &[("y", "float[batch, 4, sequence]")]);
+}

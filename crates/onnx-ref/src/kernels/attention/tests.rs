@@ -277,3 +277,25 @@ fn softcap_bounds_the_scores() {
     assert!(qk.iter().all(|x| x.abs() <= 0.5), "{qk:?}");
     assert!(qk[0] > 0.49 && qk[2] < -0.49, "{qk:?}");
 }
+
+#[test]
+fn scores_all_minus_inf_under_a_finite_mask_give_nan_as_softmax_does() {
+    // Attention's function body zeroes a row only where the mask's row is all -inf; a row of
+    // -inf scores under a finite mask is Softmax's NaN.
+    let n = node("Attention", "", 4, 1, vec![]);
+    let out = run(
+        &n,
+        23,
+        &[
+            f32_tensor(&[1, 1, 1, 1], vec![f32::NEG_INFINITY]),
+            f32_tensor(&[1, 1, 2, 1], vec![1.0, 2.0]),
+            f32_tensor(&[1, 1, 2, 1], vec![3.0, 4.0]),
+            f32_tensor(&[1, 2], vec![0.0, -1.0]),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(floats(&out[0])[0].is_nan(), "{:?}", floats(&out[0]));
+    let mut row = vec![f32::NEG_INFINITY; 3];
+    SoftmaxPrecision::Acc.softmax(&mut row);
+    assert!(row.iter().all(|v| v.is_nan()), "{row:?}");
+}

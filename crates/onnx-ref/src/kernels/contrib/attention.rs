@@ -382,7 +382,12 @@ fn sdpa(
                 if let Some(extra) = sink(h) {
                     row.push(extra);
                 }
-                SoftmaxPrecision::Acc.softmax(&mut row);
+                if row.iter().all(|&x| x == f32::NEG_INFINITY) {
+                    // A fully masked row gives zeros, as onnxruntime's kernels do.
+                    row.fill(0.0);
+                } else {
+                    SoftmaxPrecision::Acc.softmax(&mut row);
+                }
                 logits.copy_from_slice(&row[..t]);
                 probs(r, logits);
             }
