@@ -99,6 +99,8 @@ pub(crate) struct Hints {
     pub halves: BTreeSet<VarId>,
     /// `len(value(a)) == E` / `len(a) == E`.
     pub len: BTreeMap<VarId, ExprId>,
+    /// `value(v) == E` for a value variable: v is the constant E (a scalar or a 1-D list).
+    pub values: BTreeMap<VarId, ExprId>,
 }
 
 impl Hints {
@@ -254,6 +256,10 @@ impl Hints {
                     }
                     ("normalize_axes", 2) | ("value", 1) if is_attr => {
                         self.attr_eq.insert(v, r);
+                    }
+                    ("value", 1) => {
+                        self.values.insert(v, r);
+                        self.consts.insert(v);
                     }
                     _ => return false,
                 }

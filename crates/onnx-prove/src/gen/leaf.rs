@@ -185,7 +185,30 @@ impl Gen<'_> {
             avoid: var.and_then(|v| hints.avoid.get(&v).copied()),
             halves: var.is_some_and(|v| hints.halves.contains(&v)),
         };
-        let tensor = if let Some(t) = opts.data {
+        // `hint value(v) == E`: the constant E itself (before what the op's plan chose).
+        let hinted = var
+            .and_then(|v| hints.values.get(&v).copied())
+            .and_then(|e| eval(self.rule, e, self));
+        let tensor = if let Some(g) = hinted {
+            let (vals, shape): (Option<Vec<f64>>, Vec<usize>) = match &g {
+                crate::hints::GVal::List(l) => {
+                    (l.iter().map(|x| x.as_f64()).collect(), vec![l.len()])
+                }
+                other => (other.as_f64().map(|x| vec![x]), Vec::new()),
+            };
+            let Some(vals) = vals else {
+                return self.reject("a hinted value is not numbers");
+            };
+            let made = if dtype.is_float() {
+                crate::choice::float_tensor(dtype, &shape, vals)
+            } else {
+                crate::choice::int_tensor(dtype, &shape, vals.iter().map(|&x| x as i64).collect())
+            };
+            match made {
+                Some(t) => t,
+                None => return self.reject(format!("cannot make a hinted {}", dtype.name())),
+            }
+        } else if let Some(t) = opts.data {
             t
         } else if let Some(l) = lit {
             self.literal_tensor(l, dtype, &shape)?
