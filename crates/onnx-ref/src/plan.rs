@@ -283,6 +283,14 @@ pub(crate) enum StepKind {
     FlexAttention(Box<dyn NodePlan>),
     /// Outputs computed at planning (`Constant`), cloned (sharing buffers) on each run.
     Constant(Vec<Value>),
+    /// A kernel run at planning on the values its inputs had then (initializers, which a fed
+    /// graph input may override): a run whose inputs equal them shares the outputs, another
+    /// runs the kernel.
+    Folded {
+        kernel: KernelFn,
+        inputs: Vec<Value>,
+        outputs: Vec<Value>,
+    },
 }
 
 impl StepKind {
@@ -301,6 +309,19 @@ impl StepKind {
             | StepKind::Gradient(plan)
             | StepKind::FlexAttention(plan) => plan.run(ctx, inputs, frame),
             StepKind::Constant(values) => Ok(values.clone()),
+            StepKind::Folded {
+                kernel,
+                inputs: planned,
+                outputs,
+            } => {
+                let same = inputs.len() == planned.len()
+                    && inputs.iter().zip(planned).all(|(v, p)| *v == Some(p));
+                if same {
+                    Ok(outputs.clone())
+                } else {
+                    run_kernel(*kernel, ctx, inputs)
+                }
+            }
         }
     }
 }

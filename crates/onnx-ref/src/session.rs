@@ -126,6 +126,43 @@ fn precompute_constant(node: &NodeProto, index: usize, opset: i64, kind: StepKin
     }
 }
 
+/// A `ConstantOfShape` whose shape is known at planning (an initializer, or a `Constant`'s
+/// output) is computed once, as a `Constant` is: its output is a weight spelled as a shape and
+/// a value (the zoo's "light" models carry every weight so), and a session that holds its
+/// initializers decoded holds this one too. A run that feeds another shape (a graph input
+/// overriding the initializer) runs the kernel. Not with lazy weights, whose sessions hold only
+/// what their live steps need; a shape the kernel refuses keeps the kernel, which fails when
+/// (if ever) it runs.
+fn precompute_constant_of_shape(
+    node: &NodeProto,
+    index: usize,
+    opset: i64,
+    kind: StepKind,
+    shape: Option<&Value>,
+) -> StepKind {
+    let is_constant_of_shape = node.op_type.as_deref() == Some("ConstantOfShape")
+        && normalize_domain(node.domain.as_deref().unwrap_or("")).is_empty()
+        && node.input.len() == 1;
+    match (kind, shape) {
+        (StepKind::Kernel(kernel), Some(shape)) if is_constant_of_shape => {
+            let ctx = KernelCtx {
+                node,
+                index: Some(index),
+                opset,
+            };
+            match run_kernel(kernel, &ctx, &[Some(shape)]) {
+                Ok(outputs) => StepKind::Folded {
+                    kernel,
+                    inputs: vec![shape.clone()],
+                    outputs,
+                },
+                Err(_) => StepKind::Kernel(kernel),
+            }
+        }
+        (kind, _) => kind,
+    }
+}
+
 /// Plans `graph` as a subgraph of `node_ref` (its attribute or generated graph `part`) and
 /// resolves the outer values it captures to where they live in the owner's frame.
 fn plan_subgraph(
@@ -383,6 +420,19 @@ impl GraphPlan {
         defined_here.extend(producer.keys().copied());
         let sub_visible = |name: &str| defined_here.contains(name) || outer_visible(name);
 
+        // Values known at planning: the initializers (a fed input may override them), then the
+        // outputs of `Constant` nodes.
+        let mut known: BTreeMap<String, Value> = BTreeMap::new();
+        if !ctx.lazy_weights {
+            let by_slot: BTreeMap<Slot, &Value> =
+                initializers.iter().map(|(s, v)| (*s, v)).collect();
+            for t in &graph.initializer {
+                let name = t.name.as_deref().unwrap_or("");
+                if let Some(v) = by_slot.get(&slots[name]) {
+                    known.insert(name.to_string(), (*v).clone());
+                }
+            }
+        }
         // Steps, with kernels, subgraphs and function bodies planned up front.
         let mut steps = Vec::with_capacity(order.len());
         for &i in &order {
@@ -396,6 +446,19 @@ impl GraphPlan {
             let (opset, kind) =
                 plan_node_in(node, Some(i), Some(graph), ctx, &sub_visible, &resolve)?;
             let kind = precompute_constant(node, i, opset, kind);
+            let kind = if ctx.lazy_weights {
+                kind
+            } else {
+                let shape = node.input.first().and_then(|n| known.get(n.as_str()));
+                precompute_constant_of_shape(node, i, opset, kind, shape)
+            };
+            if let StepKind::Constant(values) = &kind {
+                for (name, v) in node.output.iter().zip(values) {
+                    if !name.is_empty() {
+                        known.insert(name.clone(), v.clone());
+                    }
+                }
+            }
             let resolved: Vec<Option<Option<Src>>> = node
                 .input
                 .iter()

@@ -3,6 +3,7 @@
 //! ones; plus the window geometry that the pooling kernels share.
 
 use super::matmul::{GemmElem, MatRef};
+use super::parallel;
 use super::{one, same_dtype, typed, unsupported};
 use crate::error::{RefError, Result};
 use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
@@ -179,37 +180,54 @@ impl Window {
 }
 
 /// Lays out the windows of one group's channels as columns: rows (c, kd, kh, kw), columns
-/// the output positions.
-fn im2col<T: Num>(x: &[T], channels: usize, w: &Window, col: &mut [T]) {
-    let [od, oh, ow] = w.output;
+/// the output positions `p0..p1` (a row of `col` is `p1 - p0` long).
+fn im2col<T: Num>(x: &[T], channels: usize, w: &Window, p0: usize, p1: usize, col: &mut [T]) {
+    let [_, oh, ow] = w.output;
     let [id, ih, iw] = w.input;
     let [kd, kh, kw] = w.kernel;
-    let pvol = od * oh * ow;
+    let width = p1 - p0;
     let ivol = id * ih * iw;
+    // The output rows (z, y) the columns cross: their columns x0..x1 and where those start
+    // in a row of `col`.
+    let mut runs = Vec::new();
+    let mut p = p0;
+    while p < p1 {
+        let (zy, x0) = (p / ow, p % ow);
+        let x1 = ow.min(x0 + (p1 - p));
+        runs.push((zy / oh, zy % oh, x0, x1, p - p0));
+        p += x1 - x0;
+    }
+    let s = w.stride[2];
     let mut row = 0;
     for c in 0..channels {
         let xc = &x[c * ivol..(c + 1) * ivol];
         for a in 0..kd {
             for b in 0..kh {
                 for e in 0..kw {
-                    let dst = &mut col[row * pvol..(row + 1) * pvol];
+                    let dst = &mut col[row * width..(row + 1) * width];
                     let (w_lo, w_hi) = w.valid_range(2, e);
-                    for z in 0..od {
+                    let off = (e * w.dilation[2]) as isize - w.pad_begin[2] as isize;
+                    for &(z, y, x0, x1, at) in &runs {
+                        let out = &mut dst[at..at + (x1 - x0)];
                         let iz = w.coord(0, z, a);
-                        for y in 0..oh {
-                            let iy = w.coord(1, y, b);
-                            let base = (z * oh + y) * ow;
-                            let out = &mut dst[base..base + ow];
-                            if iz < 0 || iz >= id as isize || iy < 0 || iy >= ih as isize {
-                                out.fill(T::zero());
-                                continue;
-                            }
-                            let src = &xc[(iz as usize * ih + iy as usize) * iw..][..iw];
-                            out[..w_lo].fill(T::zero());
-                            out[w_hi..].fill(T::zero());
-                            let s = w.stride[2];
-                            let off = (e * w.dilation[2]) as isize - w.pad_begin[2] as isize;
-                            for (o, v) in out.iter_mut().enumerate().take(w_hi).skip(w_lo) {
+                        let iy = w.coord(1, y, b);
+                        if iz < 0 || iz >= id as isize || iy < 0 || iy >= ih as isize {
+                            out.fill(T::zero());
+                            continue;
+                        }
+                        let src = &xc[(iz as usize * ih + iy as usize) * iw..][..iw];
+                        let (lo, hi) = (w_lo.clamp(x0, x1), w_hi.clamp(x0, x1));
+                        out[..lo - x0].fill(T::zero());
+                        out[hi - x0..].fill(T::zero());
+                        let inside = &mut out[lo - x0..hi - x0];
+                        if lo == hi {
+                            continue;
+                        }
+                        if s == 1 {
+                            let first = (lo as isize + off) as usize;
+                            inside.copy_from_slice(&src[first..first + (hi - lo)]);
+                        } else {
+                            for (o, v) in (lo..hi).zip(inside) {
                                 *v = src[(o as isize * s as isize + off) as usize];
                             }
                         }
@@ -356,6 +374,94 @@ fn depthwise_impl<T: Real>(
 
 use num_traits::Zero;
 
+/// Multiply-adds each part of a Conv by GEMM split across threads has at least.
+const PARALLEL_MIN_MACS: usize = 1 << 22;
+/// Output positions each part of a split Conv has at least.
+const PARALLEL_MIN_COLUMNS: usize = 64;
+
+/// Whether the windows are the input itself (a 1x1 kernel, no stride, no padding): the GEMM
+/// then reads the input as it is, without im2col.
+fn is_pointwise(w: &Window) -> bool {
+    w.kernel_volume() == 1 && w.stride == [1; 3] && w.pad_begin == [0; 3] && w.output == w.input
+}
+
+/// Conv by GEMM over the output positions `p0..p1` of every (image, output channel):
+/// `rows[i * m + o]` receives those positions of output channel `o` of image `i`.
+fn conv_columns<T: GemmElem>(
+    xs: &[T],
+    ws: &[T],
+    w: &Window,
+    [n, c, m, group]: [usize; 4],
+    (p0, p1): (usize, usize),
+    rows: &mut [&mut [T]],
+) -> Result<()> {
+    let (cg, mg) = (c / group, m / group);
+    let (kvol, pvol, ivol) = (w.kernel_volume(), w.output_volume(), w.input_volume());
+    let width = p1 - p0;
+    let pointwise = is_pointwise(w);
+    let mut col = if pointwise {
+        Vec::new()
+    } else {
+        vec![T::zero(); cg * kvol * width]
+    };
+    let mut block = vec![T::zero(); mg * width];
+    for ni in 0..n {
+        for g in 0..group {
+            let xg = &xs[(ni * c + g * cg) * ivol..][..cg * ivol];
+            let b = if pointwise {
+                MatRef {
+                    data: &xg[p0..],
+                    rs: pvol,
+                    cs: 1,
+                }
+            } else {
+                im2col(xg, cg, w, p0, p1, &mut col);
+                MatRef {
+                    data: &col[..],
+                    rs: width,
+                    cs: 1,
+                }
+            };
+            let a = MatRef {
+                data: &ws[g * mg * cg * kvol..][..mg * cg * kvol],
+                rs: cg * kvol,
+                cs: 1,
+            };
+            T::gemm(mg, cg * kvol, width, T::one(), a, b, T::zero(), &mut block)?;
+            for (r, src) in block.chunks_exact(width.max(1)).enumerate().take(mg) {
+                rows[ni * m + g * mg + r].copy_from_slice(src);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Conv by GEMM split into `parts` ranges of output positions, computed on several threads
+/// (each its own im2col columns and GEMM columns: the same sums as on one thread).
+fn conv_gemm_split<T: GemmElem>(
+    xs: &[T],
+    ws: &[T],
+    w: &Window,
+    dims: [usize; 4],
+    parts: usize,
+    out: &mut [T],
+) -> Result<()> {
+    let pvol = w.output_volume();
+    let bounds = parallel::split_bounds(pvol, parts);
+    let mut parts: Vec<Vec<&mut [T]>> = (0..parts).map(|_| Vec::new()).collect();
+    for row in out.chunks_exact_mut(pvol) {
+        let mut rest = row;
+        for (t, part) in parts.iter_mut().enumerate() {
+            let (head, tail) = rest.split_at_mut(bounds[t + 1] - bounds[t]);
+            part.push(head);
+            rest = tail;
+        }
+    }
+    parallel::run_parts(parts, |t, mut rows| {
+        conv_columns(xs, ws, w, dims, (bounds[t], bounds[t + 1]), &mut rows)
+    })
+}
+
 fn conv_of<T: GemmElem + Real>(
     x: &Array<T>,
     wt: &Array<T>,
@@ -382,11 +488,18 @@ fn conv_of<T: GemmElem + Real>(
         .as_slice()
         .ok_or_else(|| RefError::op("Conv weight is not contiguous"))?;
     let mut out = vec![T::zero(); n * m * pvol];
+    let parts = parallel::parts_for(
+        n * m * cg * kvol * pvol,
+        PARALLEL_MIN_MACS,
+        pvol,
+        PARALLEL_MIN_COLUMNS,
+    );
     if cg == 1 && group == c && group > 1 {
         depthwise(xs, ws, w, n, c, m, &mut out);
+    } else if parts > 1 {
+        conv_gemm_split(xs, ws, w, [n, c, m, group], parts, &mut out)?;
     } else {
-        let pointwise =
-            kvol == 1 && w.stride == [1; 3] && w.pad_begin == [0; 3] && w.output == w.input;
+        let pointwise = is_pointwise(w);
         let mut col = if pointwise {
             Vec::new()
         } else {
@@ -398,7 +511,7 @@ fn conv_of<T: GemmElem + Real>(
                 let b = if pointwise {
                     xg
                 } else {
-                    im2col(xg, cg, w, &mut col);
+                    im2col(xg, cg, w, 0, pvol, &mut col);
                     &col[..]
                 };
                 let a = &ws[g * mg * cg * kvol..][..mg * cg * kvol];
@@ -511,4 +624,203 @@ pub(crate) fn conv(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Val
         other => return Err(unsupported(ctx, other)),
     };
     one(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window over `input` (1 to 3 spatial dims) with explicit pads.
+    fn geometry(
+        input: &[usize],
+        kernel: &[usize],
+        stride: &[usize],
+        dilation: &[usize],
+        pads: (&[usize], &[usize]),
+    ) -> Window {
+        let dims = input.len();
+        let output: Vec<usize> = (0..dims)
+            .map(|i| {
+                let eff = dilation[i] * (kernel[i] - 1) + 1;
+                (input[i] + pads.0[i] + pads.1[i] - eff) / stride[i] + 1
+            })
+            .collect();
+        Window {
+            dims,
+            input: three(input, 1),
+            kernel: three(kernel, 1),
+            stride: three(stride, 1),
+            dilation: three(dilation, 1),
+            pad_begin: three(pads.0, 0),
+            pad_end: three(pads.1, 0),
+            output: three(&output, 1),
+        }
+    }
+
+    /// Direct convolution in f64.
+    fn direct(x: &[f32], wt: &[f32], w: &Window, [n, c, m, group]: [usize; 4]) -> Vec<f64> {
+        let (cg, mg) = (c / group, m / group);
+        let [od, oh, ow] = w.output;
+        let [id, ih, iw] = w.input;
+        let [kd, kh, kw] = w.kernel;
+        let mut out = vec![0.0; n * m * od * oh * ow];
+        let mut at = 0;
+        for ni in 0..n {
+            for o in 0..m {
+                let g = o / mg;
+                for z in 0..od {
+                    for y in 0..oh {
+                        for xo in 0..ow {
+                            let mut sum = 0.0;
+                            for ci in 0..cg {
+                                for a in 0..kd {
+                                    for b in 0..kh {
+                                        for e in 0..kw {
+                                            let (iz, iy, ix) = (
+                                                w.coord(0, z, a),
+                                                w.coord(1, y, b),
+                                                w.coord(2, xo, e),
+                                            );
+                                            if iz < 0 || iy < 0 || ix < 0 {
+                                                continue;
+                                            }
+                                            let (iz, iy, ix) =
+                                                (iz as usize, iy as usize, ix as usize);
+                                            if iz >= id || iy >= ih || ix >= iw {
+                                                continue;
+                                            }
+                                            let ch = g * cg + ci;
+                                            let xv =
+                                                x[(((ni * c + ch) * id + iz) * ih + iy) * iw + ix];
+                                            let wv =
+                                                wt[(((o * cg + ci) * kd + a) * kh + b) * kw + e];
+                                            sum += xv as f64 * wv as f64;
+                                        }
+                                    }
+                                }
+                            }
+                            out[at] = sum;
+                            at += 1;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn values(len: usize, seed: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0)
+            .collect()
+    }
+
+    /// The GEMM Conv on one thread and split into 2, 3 and 7 parts (column ranges crossing
+    /// output rows) gives the direct convolution's result, and the same result on any number
+    /// of threads: pointwise, strides, pads, dilations, groups, a batch, 1-D and 3-D, 1x1
+    /// outputs, fewer positions than threads.
+    #[test]
+    fn split_conv_matches_one_thread_and_the_direct_sum() {
+        type Case<'a> = (
+            [usize; 4],
+            &'a [usize],
+            &'a [usize],
+            &'a [usize],
+            &'a [usize],
+            (&'a [usize], &'a [usize]),
+        );
+        let cases: [Case; 9] = [
+            (
+                [1, 8, 6, 1],
+                &[9, 11],
+                &[1, 1],
+                &[1, 1],
+                &[1, 1],
+                (&[0, 0], &[0, 0]),
+            ),
+            (
+                [2, 6, 4, 2],
+                &[10, 7],
+                &[3, 3],
+                &[2, 2],
+                &[1, 1],
+                (&[1, 1], &[1, 1]),
+            ),
+            (
+                [1, 3, 5, 1],
+                &[13, 12],
+                &[3, 2],
+                &[1, 3],
+                &[2, 1],
+                (&[2, 0], &[1, 2]),
+            ),
+            (
+                [1, 4, 4, 4],
+                &[8, 8],
+                &[3, 3],
+                &[1, 1],
+                &[1, 1],
+                (&[1, 1], &[1, 1]),
+            ),
+            ([1, 2, 3, 1], &[31], &[5], &[2], &[1], (&[2], &[2])),
+            (
+                [1, 2, 2, 1],
+                &[4, 5, 6],
+                &[2, 3, 2],
+                &[1, 2, 1],
+                &[1, 1, 2],
+                (&[1, 0, 1], &[0, 1, 1]),
+            ),
+            (
+                [1, 3, 2, 1],
+                &[3, 3],
+                &[3, 3],
+                &[1, 1],
+                &[1, 1],
+                (&[0, 0], &[0, 0]),
+            ),
+            (
+                [1, 2, 2, 1],
+                &[2, 1],
+                &[1, 1],
+                &[1, 1],
+                &[1, 1],
+                (&[0, 0], &[0, 0]),
+            ),
+            // Taps that read nothing of some output rows (a kernel wider than the input).
+            (
+                [1, 1, 2, 1],
+                &[3, 2],
+                &[3, 5],
+                &[1, 1],
+                &[1, 1],
+                (&[1, 2], &[1, 2]),
+            ),
+        ];
+        for (dims, input, kernel, stride, dilation, pads) in cases {
+            let [n, c, m, group] = dims;
+            let w = geometry(input, kernel, stride, dilation, pads);
+            let ivol: usize = input.iter().product();
+            let x = values(n * c * ivol, 1);
+            let wt = values(m * (c / group) * w.kernel_volume(), 2);
+            let pvol = w.output_volume();
+            let want = direct(&x, &wt, &w, dims);
+            let mut one = vec![0f32; n * m * pvol];
+            {
+                let mut rows: Vec<&mut [f32]> = one.chunks_exact_mut(pvol).collect();
+                conv_columns(&x, &wt, &w, dims, (0, pvol), &mut rows).unwrap();
+            }
+            for (g, v) in one.iter().zip(&want) {
+                assert!(
+                    (*g as f64 - v).abs() < 1e-4,
+                    "{dims:?} {input:?}: {g} vs {v}"
+                );
+            }
+            for parts in [2, 3, 7] {
+                let mut split = vec![0f32; n * m * pvol];
+                conv_gemm_split(&x, &wt, &w, dims, parts, &mut split).unwrap();
+                assert_eq!(split, one, "{dims:?} {input:?} in {parts} parts");
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@ use half::slice::HalfBitsSliceExt;
 use half::{bf16, f16};
 use ndarray::{ArrayViewD, IxDyn};
 
-use super::{broadcast_shapes, broadcast_view, one, same_dtype, typed, unsupported};
+use super::{broadcast_shapes, broadcast_view, one, parallel, same_dtype, typed, unsupported};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
 use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
@@ -164,6 +164,79 @@ fn row_block_f32(arow: &[f32], b: MatRef<f32>, j0: usize, w: usize) -> [f32; BLO
     acc
 }
 
+/// Weights (`k·n` elements) from which a one-row product runs as [`gemv_f32`], and the least
+/// of them each of its parts reads.
+const GEMV_MIN_WORK: usize = 1 << 18;
+/// Output columns each part of a split one-row product has at least.
+const GEMV_MIN_COLUMNS: usize = 16;
+/// Output columns a one-row product over a large row-major weight accumulates at a time: each
+/// weight row is then read as one contiguous run.
+const GEMV_CHUNK: usize = 256;
+
+/// `c = alpha·a·b + beta·c` for one row `a` over a large weight `b` (row-major or transposed),
+/// its columns split across threads. Each column sums in the order of [`small_gemm_f32`] (all
+/// of `k` in one accumulator, or [`dot_f32`]), so the split does not change the result.
+#[allow(clippy::too_many_arguments)]
+fn gemv_f32(
+    k: usize,
+    n: usize,
+    alpha: f32,
+    arow: &[f32],
+    b: MatRef<f32>,
+    beta: f32,
+    c: &mut [f32],
+) {
+    let count = parallel::parts_for(k * n, GEMV_MIN_WORK, n, GEMV_MIN_COLUMNS);
+    let bounds = parallel::split_bounds(n, count);
+    let mut parts = Vec::with_capacity(count);
+    let mut rest = &mut c[..n];
+    for t in 0..count {
+        let (head, tail) = rest.split_at_mut(bounds[t + 1] - bounds[t]);
+        parts.push(head);
+        rest = tail;
+    }
+    let done: std::result::Result<(), ()> = parallel::run_parts(parts, |t, part| {
+        gemv_columns(k, alpha, arow, b, beta, bounds[t], part);
+        Ok(())
+    });
+    debug_assert!(done.is_ok());
+}
+
+/// Columns `j0..j0 + c.len()` of [`gemv_f32`].
+fn gemv_columns(
+    k: usize,
+    alpha: f32,
+    arow: &[f32],
+    b: MatRef<f32>,
+    beta: f32,
+    j0: usize,
+    c: &mut [f32],
+) {
+    let scaled = |prev: f32| if beta == 0.0 { 0.0 } else { beta * prev };
+    if b.cs == 1 {
+        let mut acc = [0f32; GEMV_CHUNK];
+        for (i, chunk) in c.chunks_mut(GEMV_CHUNK).enumerate() {
+            let (w, jj) = (chunk.len(), j0 + i * GEMV_CHUNK);
+            let acc = &mut acc[..w];
+            acc.fill(0.0);
+            for (p, &av) in arow.iter().enumerate().take(k) {
+                let brow = &b.data[p * b.rs + jj..][..w];
+                for (x, bv) in acc.iter_mut().zip(brow) {
+                    *x += av * bv;
+                }
+            }
+            for (cv, v) in chunk.iter_mut().zip(acc.iter()) {
+                *cv = alpha * v + scaled(*cv);
+            }
+        }
+    } else {
+        for (j, cv) in c.iter_mut().enumerate() {
+            let bcol = &b.data[(j0 + j) * b.cs..][..k];
+            *cv = alpha * dot_f32(&arow[..k], bcol) + scaled(*cv);
+        }
+    }
+}
+
 /// `c = alpha·a·b + beta·c` for a few rows of `a` (row-contiguous), without packing: blocks of
 /// output columns accumulated in registers when `b` is row-major, dot products when `b` is a
 /// transposed row-major matrix. `None` when the layout is neither.
@@ -180,6 +253,10 @@ fn small_gemm_f32(
 ) -> Option<()> {
     if m > SMALL_M || a.cs != 1 {
         return None;
+    }
+    if m == 1 && k * n >= GEMV_MIN_WORK && (b.cs == 1 || b.rs == 1) {
+        gemv_f32(k, n, alpha, &a.data[..k], b, beta, c);
+        return Some(());
     }
     let scaled = |prev: f32| if beta == 0.0 { 0.0 } else { beta * prev };
     if b.cs == 1 {
@@ -842,6 +919,8 @@ mod tests {
             (1, 1, 1),
             (1, 7, 5),
             (1, 1280, 1000),
+            (1, 700, 531),
+            (1, 4099, 77),
             (2, 33, 17),
             (4, 64, 48),
             (5, 20, 9),
@@ -880,6 +959,62 @@ mod tests {
                             "m={m} k={k} n={n} transB={trans_b} alpha={alpha} beta={beta} \
                              [{idx}]: {g} vs {w}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A one-row product over a large weight (split across threads where there are several)
+    /// sums each column exactly as the unsplit small-row paths do: one accumulator over `k`
+    /// for a row-major weight, `dot_f32` for a transposed one; odd sizes, beta on and off.
+    #[test]
+    fn gemv_equals_the_unsplit_sums() {
+        for &(k, n) in &[
+            (1024, 256),
+            (513, 1031),
+            (4099, 77),
+            (262_144, 1),
+            (3, 100_003),
+        ] {
+            for trans_b in [false, true] {
+                for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
+                    let a = values(k, 1);
+                    let bv = values(k * n, 2);
+                    let c0 = values(n, 3);
+                    let bm = if trans_b {
+                        MatRef {
+                            data: &bv,
+                            rs: 1,
+                            cs: k,
+                        }
+                    } else {
+                        MatRef {
+                            data: &bv,
+                            rs: n,
+                            cs: 1,
+                        }
+                    };
+                    let am = MatRef {
+                        data: &a,
+                        rs: k,
+                        cs: 1,
+                    };
+                    let mut c = c0.clone();
+                    f32::gemm(1, k, n, alpha, am, bm, beta, &mut c).unwrap();
+                    let scaled = |prev: f32| if beta == 0.0 { 0.0 } else { beta * prev };
+                    for j in 0..n {
+                        let sum = if trans_b {
+                            dot_f32(&a, &bv[j * k..(j + 1) * k])
+                        } else {
+                            let mut acc = 0f32;
+                            for p in 0..k {
+                                acc += a[p] * bv[p * n + j];
+                            }
+                            acc
+                        };
+                        let want = alpha * sum + scaled(c0[j]);
+                        assert_eq!(c[j].to_bits(), want.to_bits(), "k={k} n={n} [{j}]");
                     }
                 }
             }

@@ -26,6 +26,7 @@ mod matmul;
 mod ml;
 mod nn;
 mod pad;
+mod parallel;
 mod pool;
 mod quant;
 mod random_ops;

@@ -185,6 +185,25 @@ fn batch_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> 
             p[ch * inner + i]
         }
     };
+    if !training && [&s, &b, &m, &v].iter().all(|p| p.len() == c) {
+        // Inference with per-channel parameters: y = x·a + shift per channel, a and shift
+        // computed once in f64 (float and double; the 16-bit floats go the f64 way below).
+        let coefs: Vec<(f64, f64)> = (0..c)
+            .map(|ch| {
+                let a = s[ch] / (v[ch] + eps).sqrt();
+                (a, b[ch] - m[ch] * a)
+            })
+            .collect();
+        match x {
+            Tensor::F32(a) => {
+                let coefs: Vec<(f32, f32)> =
+                    coefs.iter().map(|&(a, b)| (a as f32, b as f32)).collect();
+                return one(Tensor::F32(affine_per_channel(a, c, inner, &coefs)?));
+            }
+            Tensor::F64(a) => return one(Tensor::F64(affine_per_channel(a, c, inner, &coefs)?)),
+            _ => {}
+        }
+    }
     let xv = x.to_f64_vec().map_err(err)?;
     let mut batch_mean = vec![0.0; c];
     let mut batch_var = vec![0.0; c];
@@ -243,6 +262,29 @@ fn batch_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> 
         }
     }
     Ok(out)
+}
+
+/// `y = x·a + shift` with `(a, shift)` per channel, over `[n, c, inner]`.
+fn affine_per_channel<T: Copy + std::ops::Mul<Output = T> + std::ops::Add<Output = T>>(
+    x: &Array<T>,
+    c: usize,
+    inner: usize,
+    coefs: &[(T, T)],
+) -> Result<Array<T>> {
+    let std = x.as_standard_layout();
+    let xs = std
+        .as_slice()
+        .ok_or_else(|| RefError::op("input is not contiguous"))?;
+    let mut out = xs.to_vec();
+    if inner > 0 && c > 0 {
+        for (i, plane) in out.chunks_mut(inner).enumerate() {
+            let (a, shift) = coefs[i % c];
+            for v in plane {
+                *v = *v * a + shift;
+            }
+        }
+    }
+    array_from_vec(x.shape(), out)
 }
 
 fn lrn(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
@@ -516,4 +558,54 @@ fn mvn(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
         Ok(out)
     }
     one(map_float!(x, a => apply(a, &axes)?, other => return Err(unsupported(ctx, other))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{node, run, t};
+
+    /// Inference BatchNormalization (the per-channel affine path for float and double) agrees
+    /// with the formula in f64, on a batch, a rank-2 input and an empty spatial extent.
+    #[test]
+    fn batch_norm_inference_matches_the_formula() {
+        let n = node("BatchNormalization", &["x", "s", "b", "m", "v"], vec![]);
+        let (s, b, m, v): ([f64; 3], [f64; 3], [f64; 3], [f64; 3]) = (
+            [0.5, -2.0, 1.5],
+            [0.1, 0.0, -3.0],
+            [1.0, -0.5, 2.0],
+            [0.25, 4.0, 1e-3],
+        );
+        for shape in [vec![2, 3, 5], vec![1, 3], vec![2, 3, 0]] {
+            let len: usize = shape.iter().product();
+            let inner = len / (shape[0] * 3).max(1);
+            let xs: Vec<f64> = (0..len)
+                .map(|i| ((i * 37 % 19) as f64 - 9.0) / 4.0)
+                .collect();
+            let want: Vec<f64> = (0..len)
+                .map(|i| {
+                    let ch = (i / inner.max(1)) % 3;
+                    s[ch] * (xs[i] - m[ch]) / (v[ch] + 1e-5f32 as f64).sqrt() + b[ch]
+                })
+                .collect();
+            let p = |a: [f64; 3]| t(&[3], a.to_vec());
+            let got = run(&n, 15, &[t(&shape, xs.clone()), p(s), p(b), p(m), p(v)]).unwrap();
+            let got = got.to_f64_vec().unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-12 * (1.0 + w.abs()),
+                    "{shape:?}: {g} vs {w}"
+                );
+            }
+            let p32 = |a: [f64; 3]| t(&[3], a.iter().map(|&x| x as f32).collect::<Vec<_>>());
+            let x32: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+            let got = run(&n, 15, &[t(&shape, x32), p32(s), p32(b), p32(m), p32(v)]).unwrap();
+            assert_eq!(got.shape(), &shape[..]);
+            for (g, w) in got.to_f64_vec().unwrap().iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{shape:?}: {g} vs {w}"
+                );
+            }
+        }
+    }
 }

@@ -156,13 +156,7 @@ fn max_pool_values<T: Num>(a: &Array<T>, w: &Window) -> Result<Vec<T>> {
     } else {
         T::lowest()
     };
-    let fold = |best: T, v: T| {
-        if v.is_nan() || !(best.is_nan() || v > best) {
-            best
-        } else {
-            v
-        }
-    };
+    let fold = |best: T, v: T| best.max_skip_nan(v);
     // Per column tap: output columns [lo, hi) and the first input column they read.
     let col_taps: Vec<(usize, usize, usize)> = (0..kw)
         .filter_map(|e| {
@@ -240,6 +234,9 @@ fn average_pool(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>
             .as_slice()
             .ok_or_else(|| crate::error::RefError::op("input is not contiguous"))?;
         let planes = a.shape()[0] * a.shape()[1];
+        if w.dims < 3 {
+            return array_from_vec(shape, average_rows(xs, planes, w, include_pad));
+        }
         let (ivol, pvol) = (w.input_volume(), w.output_volume());
         let mut out = vec![T::zero(); planes * pvol];
         for p in 0..planes {
@@ -260,6 +257,68 @@ fn average_pool(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>
     one(
         map_float!(x, a => avg(a, &w, include_pad, &shape)?, other => return Err(unsupported(ctx, other))),
     )
+}
+
+/// Per output position along dim `d`, how many taps the divisor counts: those inside the
+/// input, or (`include_pad`) those inside the input and its explicit pads.
+fn tap_counts(w: &Window, d: usize, include_pad: bool) -> Vec<usize> {
+    let limit = (w.input[d] + if include_pad { w.pad_end[d] } else { 0 }) as isize;
+    (0..w.output[d])
+        .map(|o| {
+            (0..w.kernel[d])
+                .filter(|&k| {
+                    let c = w.coord(d, o, k);
+                    c < limit && (include_pad || c >= 0)
+                })
+                .count()
+        })
+        .collect()
+}
+
+/// AveragePool of 1-D and 2-D windows row by row: each in-bounds kernel row and column tap
+/// adds a strided run of the input to an f64 row of sums, in the order `for_each_window`
+/// visits the taps (so the sums are the same), then each sum is divided by its tap count.
+fn average_rows<T: Real>(xs: &[T], planes: usize, w: &Window, include_pad: bool) -> Vec<T> {
+    let (ivol, pvol) = (w.input_volume(), w.output_volume());
+    let [_, oh, ow] = w.output;
+    let [_, ih, iw] = w.input;
+    let [_, kh, kw] = w.kernel;
+    let s = w.stride[2];
+    let col_taps: Vec<(usize, usize, usize)> = (0..kw)
+        .filter_map(|e| {
+            let (lo, hi) = w.valid_range(2, e);
+            let off = (e * w.dilation[2]) as isize - w.pad_begin[2] as isize;
+            (lo < hi).then(|| (lo, hi, (lo as isize * s as isize + off) as usize))
+        })
+        .collect();
+    let (rows_n, cols_n) = (tap_counts(w, 1, include_pad), tap_counts(w, 2, include_pad));
+    let mut out = vec![T::zero(); planes * pvol];
+    let mut sums = vec![0f64; ow];
+    for p in 0..planes {
+        let plane = &xs[p * ivol..][..ivol];
+        for y in 0..oh {
+            sums.fill(0.0);
+            for b in 0..kh {
+                let iy = w.coord(1, y, b);
+                if iy < 0 || iy >= ih as isize {
+                    continue;
+                }
+                let src = &plane[iy as usize * iw..][..iw];
+                for &(lo, hi, first) in &col_taps {
+                    let run = src[first..].iter().step_by(s);
+                    for (d, v) in sums[lo..hi].iter_mut().zip(run) {
+                        *d += v.to_f64();
+                    }
+                }
+            }
+            let row = &mut out[p * pvol + y * ow..][..ow];
+            for ((d, sum), cols) in row.iter_mut().zip(&sums).zip(&cols_n) {
+                let div = rows_n[y] * cols;
+                *d = T::from_f64(if div == 0 { f64::NAN } else { sum / div as f64 });
+            }
+        }
+    }
+    out
 }
 
 fn lp_pool(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {

@@ -794,3 +794,53 @@ fn lazy_gemm_weight_gives_the_eager_results() {
         }
     }
 }
+
+/// A ConstantOfShape of an initializer's shape is computed at planning: every run gives the
+/// same value (a run never changes the shared one), a fed input that overrides the initializer
+/// runs the kernel on its shape, and a lazy session (which computes it in each run) agrees.
+#[test]
+fn constant_of_shape_of_an_initializer_follows_a_fed_shape() {
+    let mut fill = node("ConstantOfShape", "fill", &["shape"], &["filled"]);
+    fill.attribute.push(AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(onnx_proto::attribute_proto::AttributeType::Tensor as i32),
+        t: Some(TensorProto {
+            dims: vec![1],
+            data_type: Some(DType::Float.code()),
+            float_data: vec![0.5],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let mut m = model(
+        vec![fill, node("Add", "add", &["filled", "filled"], &["y"])],
+        13,
+    );
+    let g = m.graph.as_mut().unwrap();
+    g.initializer.push(TensorProto {
+        name: Some("shape".into()),
+        dims: vec![2],
+        data_type: Some(DType::Int64.code()),
+        int64_data: vec![2, 3],
+        ..Default::default()
+    });
+    // Listed as an input too (as IR < 4 requires): a run may override it.
+    g.input = vec![tensor_info("shape", DType::Int64, &[Some(2)])];
+    g.output = vec![tensor_info("y", DType::Float, &[None, None])];
+    let y_of = |outs: Vec<(String, Value)>| outs.into_iter().next().unwrap().1;
+    for session in [
+        Session::new(&m).unwrap_or_else(|e| panic!("{e}")),
+        Session::with_lazy_weights(&m).unwrap_or_else(|e| panic!("{e}")),
+    ] {
+        for _ in 0..2 {
+            let y = y_of(session.run(vec![]).unwrap_or_else(|e| panic!("{e}")));
+            assert_eq!(y, floats(&[2, 3], vec![1.0; 6]));
+        }
+        let fed = Value::Tensor(Tensor::from_vec(&[2], vec![1i64, 4]).unwrap());
+        let y = y_of(session.run(vec![("shape".into(), fed)]).unwrap());
+        assert_eq!(y, floats(&[1, 4], vec![1.0; 4]));
+        let same = Value::Tensor(Tensor::from_vec(&[2], vec![2i64, 3]).unwrap());
+        let y = y_of(session.run(vec![("shape".into(), same)]).unwrap());
+        assert_eq!(y, floats(&[2, 3], vec![1.0; 6]));
+    }
+}
