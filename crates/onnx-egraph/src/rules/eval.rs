@@ -530,7 +530,7 @@ impl Evaluator<'_> {
 }
 
 /// A shape vector's value with symbolic dims: the analysis' `sym`, or a constant's entries.
-pub(crate) fn sym_value(eg: &OnnxEGraph, c: Id) -> Option<Vec<SymDim>> {
+fn sym_value(eg: &OnnxEGraph, c: Id) -> Option<Vec<SymDim>> {
     if let Some(v) = eg[c].data.sym.clone() {
         return Some(v);
     }

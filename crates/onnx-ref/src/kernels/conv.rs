@@ -160,6 +160,19 @@ impl Window {
     pub(crate) fn coord(&self, d: usize, o: usize, k: usize) -> isize {
         (o * self.stride[d] + k * self.dilation[d]) as isize - self.pad_begin[d] as isize
     }
+    /// The column taps (along the last dim) that read inside the input for some output
+    /// column: `(lo, hi, first)`, output columns `[lo, hi)`, the first of them reading input
+    /// column `first` (the next ones `stride` further each).
+    pub(crate) fn column_taps(&self) -> Vec<(usize, usize, usize)> {
+        let s = self.stride[2] as isize;
+        (0..self.kernel[2])
+            .filter_map(|e| {
+                let (lo, hi) = self.valid_range(2, e);
+                let off = (e * self.dilation[2]) as isize - self.pad_begin[2] as isize;
+                (lo < hi).then(|| (lo, hi, (lo as isize * s + off) as usize))
+            })
+            .collect()
+    }
     /// Output positions along dim `d` whose tap `k` reads inside the input: `[lo, hi)`.
     #[inline]
     pub(crate) fn valid_range(&self, d: usize, k: usize) -> (usize, usize) {

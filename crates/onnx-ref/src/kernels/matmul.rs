@@ -936,19 +936,7 @@ mod tests {
                         rs: k,
                         cs: 1,
                     };
-                    let bm = if trans_b {
-                        MatRef {
-                            data: &bv,
-                            rs: 1,
-                            cs: k,
-                        }
-                    } else {
-                        MatRef {
-                            data: &bv,
-                            rs: n,
-                            cs: 1,
-                        }
-                    };
+                    let bm = weight_ref(&bv, k, n, trans_b);
                     let mut c = c0.clone();
                     f32::gemm(m, k, n, alpha, am, bm, beta, &mut c).unwrap();
                     let want = reference(m, k, n, alpha, am, bm, beta, &c0);
@@ -962,6 +950,15 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A `k x n` weight stored row-major, or as its `n x k` transpose (Gemm's transB).
+    fn weight_ref(data: &[f32], k: usize, n: usize, trans_b: bool) -> MatRef<'_, f32> {
+        if trans_b {
+            MatRef { data, rs: 1, cs: k }
+        } else {
+            MatRef { data, rs: n, cs: 1 }
         }
     }
 
@@ -982,19 +979,7 @@ mod tests {
                     let a = values(k, 1);
                     let bv = values(k * n, 2);
                     let c0 = values(n, 3);
-                    let bm = if trans_b {
-                        MatRef {
-                            data: &bv,
-                            rs: 1,
-                            cs: k,
-                        }
-                    } else {
-                        MatRef {
-                            data: &bv,
-                            rs: n,
-                            cs: 1,
-                        }
-                    };
+                    let bm = weight_ref(&bv, k, n, trans_b);
                     let am = MatRef {
                         data: &a,
                         rs: k,

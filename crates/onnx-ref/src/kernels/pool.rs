@@ -149,7 +149,7 @@ fn max_pool_values<T: Num>(a: &Array<T>, w: &Window) -> Result<Vec<T>> {
     let (ivol, pvol) = (w.input_volume(), w.output_volume());
     let [od, oh, ow] = w.output;
     let [id, ih, iw] = w.input;
-    let [kd, kh, kw] = w.kernel;
+    let [kd, kh, _] = w.kernel;
     let s = w.stride[2];
     let empty = if T::IS_FLOAT {
         T::from_f64(f64::NAN)
@@ -158,13 +158,7 @@ fn max_pool_values<T: Num>(a: &Array<T>, w: &Window) -> Result<Vec<T>> {
     };
     let fold = |best: T, v: T| best.max_skip_nan(v);
     // Per column tap: output columns [lo, hi) and the first input column they read.
-    let col_taps: Vec<(usize, usize, usize)> = (0..kw)
-        .filter_map(|e| {
-            let (lo, hi) = w.valid_range(2, e);
-            let off = (e * w.dilation[2]) as isize - w.pad_begin[2] as isize;
-            (lo < hi).then(|| (lo, hi, (lo as isize * s as isize + off) as usize))
-        })
-        .collect();
+    let col_taps = w.column_taps();
     let mut out = vec![empty; planes * pvol];
     for p in 0..planes {
         let plane = &xs[p * ivol..][..ivol];
@@ -282,15 +276,9 @@ fn average_rows<T: Real>(xs: &[T], planes: usize, w: &Window, include_pad: bool)
     let (ivol, pvol) = (w.input_volume(), w.output_volume());
     let [_, oh, ow] = w.output;
     let [_, ih, iw] = w.input;
-    let [_, kh, kw] = w.kernel;
+    let [_, kh, _] = w.kernel;
     let s = w.stride[2];
-    let col_taps: Vec<(usize, usize, usize)> = (0..kw)
-        .filter_map(|e| {
-            let (lo, hi) = w.valid_range(2, e);
-            let off = (e * w.dilation[2]) as isize - w.pad_begin[2] as isize;
-            (lo < hi).then(|| (lo, hi, (lo as isize * s as isize + off) as usize))
-        })
-        .collect();
+    let col_taps = w.column_taps();
     let (rows_n, cols_n) = (tap_counts(w, 1, include_pad), tap_counts(w, 2, include_pad));
     let mut out = vec![T::zero(); planes * pvol];
     let mut sums = vec![0f64; ow];
