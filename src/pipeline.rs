@@ -308,6 +308,7 @@ impl Pipeline {
             } else {
                 Some(1024)
             },
+            ..FoldOptions::default()
         }
     }
 

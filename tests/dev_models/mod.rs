@@ -81,6 +81,7 @@ fn optimize_and_compare(
                 fold: onnx_egraph::FoldOptions {
                     enabled: true,
                     budget_floor: if unbounded { None } else { Some(1024) },
+                    ..onnx_egraph::FoldOptions::default()
                 },
                 phases: onnx_opt::rule_phases(&Default::default()).unwrap(),
                 ..Default::default()

@@ -640,6 +640,18 @@ g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, float[3,5] m) => (float
             1,
         ),
         (
+            "A float16 mask made in float from float16's lowest value, then cast, fuses",
+            &F16_MASKED_ATTENTION.replace("LOW", "-65504.0"),
+            "Attention",
+            1,
+        ),
+        (
+            "A float16 mask cast from float's lowest value holds -inf: Softmax stays",
+            &F16_MASKED_ATTENTION.replace("LOW", "-3.4028234663852886e38"),
+            "Softmax",
+            1,
+        ),
+        (
             "K and V heads tiled (Unsqueeze at axis 1), not repeated in place as repeat_kv does",
             r#"<ir_version: 10, opset_import: ["" : 23]>
 g (float[1,4,3,8] q, float[1,2,5,8] k, float[1,2,5,8] v) => (float[1,4,3,8] y) {
@@ -661,6 +673,25 @@ g (float[1,4,3,8] q, float[1,2,5,8] k, float[1,2,5,8] v) => (float[1,4,3,8] y) {
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Masked float16 attention whose mask is made in float (Where over a ConstantOfShape filled
+/// with LOW) and cast to float16, as TorchScript exports of float16 decoders build it.
+const F16_MASKED_ATTENTION: &str = r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float16[1,2,3,4] q, float16[1,2,5,4] k, float16[1,2,5,4] v, bool[3,5] keep) => (float16[1,2,3,4] y) {
+  sh = Constant <value = int64[2] {3, 5}> ()
+  low = ConstantOfShape <value = float[1] {LOW}> (sh)
+  zero = Constant <value = float {0.0}> ()
+  mf = Where(keep, zero, low)
+  m = Cast <to = 10> (mf)
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul(q, kt)
+  cf = Constant <value = float {2.0}> ()
+  c = Cast <to = 10> (cf)
+  d = Div(s, c)
+  a = Add(d, m)
+  p = Softmax <axis = -1> (a)
+  y = MatMul(p, v)
+}"#;
 
 /// A LayerNormalization written out, as exporters write it below opset 17, with an untrained
 /// scale of ones (bert-tiny's).

@@ -180,6 +180,50 @@ impl Analysis<ONode> for OnnxAnalysis {
                 let cid = egraph.add(leaf);
                 egraph.union(id, cid);
             }
+            return;
+        }
+        // Two integer values whose elements are the same dims (named dims of the graph's
+        // inputs, sums of them, constants) are equal: `Shape(present_key)[2:3]` and the
+        // `Unsqueeze(seq + past)` a mask was built from are one value.
+        if !egraph.analysis.fold.union_equal_dims {
+            return;
+        }
+        if let Some(key) = sym_key(&egraph[id].data) {
+            match egraph.analysis.sym_classes.get(&key) {
+                Some(&other) => {
+                    let other = egraph.find(other);
+                    if other != egraph.find(id) {
+                        egraph.union(id, other);
+                    }
+                }
+                None => {
+                    egraph.analysis.sym_classes.insert(key, id);
+                }
+            }
         }
     }
+}
+
+/// The [`crate::egraph::SymKey`] of an int64 or int32 scalar or vector whose every element is
+/// known as a dim (at least one by name: the others are constants, folded already).
+fn sym_key(d: &ClassData) -> Option<crate::egraph::SymKey> {
+    use onnx_schema::infer::SymDim;
+    let sym = d.sym.as_ref()?;
+    let ty = d.ty.as_ref()?;
+    let dtype = onnx_schema::infer::elem_type_of(ty)?;
+    if dtype != onnx_proto::tensor_proto::DataType::Int64 as i32
+        && dtype != onnx_proto::tensor_proto::DataType::Int32 as i32
+    {
+        return None;
+    }
+    let shape = onnx_schema::infer::shape_of(ty)?;
+    let rank = shape.len();
+    let len_ok = match shape.as_slice() {
+        [] => sym.len() == 1,
+        [SymDim::Known(n)] => *n as usize == sym.len(),
+        _ => false,
+    };
+    let known = sym.iter().all(|s| !matches!(s, SymDim::Unknown));
+    let named = sym.iter().any(|s| matches!(s, SymDim::Param(_)));
+    (len_ok && known && named).then(|| (dtype, rank, sym.clone()))
 }

@@ -24,6 +24,10 @@ pub struct FoldOptions {
     /// A result may be as large as its constant inputs together, or this many bytes, whichever
     /// is larger. `None` lifts the budget (folds ConstantOfShape/Tile/Expand of any size).
     pub budget_floor: Option<usize>,
+    /// Union integer scalars and vectors whose symbolic values are the same dims (on by
+    /// default). The prover turns it off: it would merge a shape rule's two sides before the
+    /// rule fires, leaving nothing to prove.
+    pub union_equal_dims: bool,
 }
 
 impl Default for FoldOptions {
@@ -31,6 +35,7 @@ impl Default for FoldOptions {
         FoldOptions {
             enabled: true,
             budget_floor: Some(1024),
+            union_equal_dims: true,
         }
     }
 }
@@ -107,7 +112,14 @@ pub struct OnnxAnalysis {
     /// For a subgraph: the types of the enclosing scopes' values it may read, by name (what
     /// lifting gives its outer-scope leaves).
     pub(crate) outer_types: std::collections::BTreeMap<String, TypeProto>,
+    /// Integer scalars and vectors by their symbolic value (element type, rank, elements), for
+    /// values computed from dims that no constant stands for: the class first seen with that
+    /// value. `modify` unions a later class with the same key into it.
+    pub(crate) sym_classes: std::collections::BTreeMap<SymKey, egg::Id>,
 }
+
+/// The key of [`OnnxAnalysis::sym_classes`]: element type, rank (0 or 1) and elements.
+pub(crate) type SymKey = (i32, usize, Vec<onnx_schema::infer::SymDim>);
 
 /// A union a rule asked for and the engine refused, because it would have merged values of
 /// different types or two different constants. The run goes on without it.

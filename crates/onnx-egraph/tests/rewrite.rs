@@ -212,6 +212,7 @@ fn folding_respects_the_budget_unless_lifted() {
         fold: FoldOptions {
             enabled: true,
             budget_floor: None,
+            ..FoldOptions::default()
         },
         ..Default::default()
     };

@@ -113,7 +113,13 @@ fn apply_checked(
     step: Option<VersionStep>,
 ) -> Applied {
     let opsets = onnx_egraph::opset_map(model);
-    let mut lifted = match lift_graph(&model.graph, &opsets, FoldOptions::default()) {
+    // Without the analysis' union of equal dims: a shape rule's two sides would be one class
+    // before the rule fires.
+    let fold = FoldOptions {
+        union_equal_dims: false,
+        ..FoldOptions::default()
+    };
+    let mut lifted = match lift_graph(&model.graph, &opsets, fold) {
         Ok(l) => l,
         Err(e) => return Applied::Rejected(format!("cannot lift: {e}")),
     };

@@ -374,6 +374,13 @@ impl RhsBuilder<'_> {
             NodeKind::Op(op) => self.eg.analysis.ops.get(op).is_tuple,
             _ => false,
         };
+        if is_tuple && n_out > 1 {
+            // Every output gets its projection, so that rules rooted at the others (Attention's
+            // present_key is the Concat of its past and new keys) can match them.
+            for k in 0..n_out {
+                self.eg.add(ONode::new(NodeKind::Out(k as u32), vec![id]));
+            }
+        }
         match (proj, is_tuple) {
             (Some(i), true) => Ok(self.eg.add(ONode::new(NodeKind::Out(i as u32), vec![id]))),
             (None, true) if o.outputs.is_none() => {

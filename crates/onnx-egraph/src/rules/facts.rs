@@ -18,11 +18,12 @@ const FINITE_DEPTH: usize = 24;
 /// integer or bool value; a constant without infinities; `ConstantOfShape` of a finite value;
 /// `Where` whose two branches are finite; `Concat` of finite values; a value moved or copied
 /// (Expand, Reshape, Unsqueeze, Squeeze, Flatten, Transpose, Identity, Slice, Gather, Tile) from
-/// a finite value; a Cast from an integer type to a type that holds its range, or between float
-/// types that does not narrow. `false` when not known (arithmetic can overflow, so Add or Mul of
-/// finite values is not finite here).
+/// a finite value; a Cast whose input's largest magnitude (as bounded by these same rules) the
+/// target type holds: float16's -65504 computed in float and cast back stays finite, a float's
+/// lowest value cast to float16 does not. `false` when not known (arithmetic can overflow, so Add
+/// or Mul of finite values is not finite here).
 pub(crate) fn finite(eg: &OnnxEGraph, c: Id) -> bool {
-    finite_at(eg, eg.find(c), FINITE_DEPTH, &mut BTreeSet::new())
+    bound_at(eg, eg.find(c), FINITE_DEPTH, &mut BTreeSet::new()).is_some()
 }
 
 fn dtype_of(eg: &OnnxEGraph, c: Id) -> Option<DType> {
@@ -34,7 +35,8 @@ fn dtype_of(eg: &OnnxEGraph, c: Id) -> Option<DType> {
 fn float_max(d: DType) -> Option<f64> {
     Some(match d {
         DType::Float16 => 65504.0,
-        DType::Bfloat16 | DType::Float => f32::MAX as f64,
+        DType::Bfloat16 => 3.3895313892515355e38,
+        DType::Float => f32::MAX as f64,
         DType::Double => f64::MAX,
         _ => return None,
     })
@@ -58,72 +60,82 @@ fn int_max(d: DType) -> Option<f64> {
     })
 }
 
-fn finite_at(eg: &OnnxEGraph, c: Id, depth: usize, seen: &mut BTreeSet<Id>) -> bool {
+/// Largest magnitude of the values of `t`, NaN ignored; `None` when one is infinite.
+fn tensor_bound(t: &onnx_ref::Tensor) -> Option<f64> {
+    let v = t.to_f64_vec().ok()?;
+    v.iter()
+        .filter(|x| !x.is_nan())
+        .try_fold(0.0f64, |m, x| x.is_finite().then(|| m.max(x.abs())))
+}
+
+/// An upper bound on the magnitude of every non-NaN element of `c`, `None` when an infinity is
+/// possible (or the value is not understood). Integer values are bounded by their type (or
+/// their constant's values); float values by the rules `finite` lists.
+fn bound_at(eg: &OnnxEGraph, c: Id, depth: usize, seen: &mut BTreeSet<Id>) -> Option<f64> {
     let c = eg.find(c);
-    let Some(dtype) = dtype_of(eg, c) else {
-        return false;
+    let dtype = dtype_of(eg, c)?;
+    let constant = || {
+        let k = eg[c].data.constant?;
+        tensor_bound(&crate::value::decode(eg, k)?)
     };
-    if int_max(dtype).is_some() {
-        return true;
+    if let Some(m) = int_max(dtype) {
+        return Some(constant().unwrap_or(m));
     }
-    if float_max(dtype).is_none() || depth == 0 || !seen.insert(c) {
-        return false;
-    }
+    float_max(dtype)?;
     if let Some(k) = eg[c].data.constant {
-        if let Some(t) = crate::value::decode(eg, k) {
-            if let Ok(v) = t.to_f64_vec() {
-                return v.iter().all(|x| !x.is_infinite());
-            }
-        }
+        return crate::value::decode(eg, k).and_then(|t| tensor_bound(&t));
     }
-    let ok = eg[c].nodes.iter().any(|n| {
-        let NodeKind::Op(op) = n.kind else {
-            return false;
-        };
-        let info = eg.analysis.ops.get(op);
-        if !info.domain.is_empty() {
-            return false;
-        }
-        let roles = crate::build::Roles::new(info, &n.children);
-        let inputs = roles.inputs();
-        let mut fin = |i: usize| {
-            inputs
-                .get(i)
-                .is_some_and(|&x| finite_at(eg, x, depth - 1, seen))
-        };
-        match info.op_type.as_str() {
-            "Where" => fin(1) && fin(2),
-            "Concat" => (0..inputs.len()).all(fin),
-            "Expand" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Transpose"
-            | "Identity" | "Slice" | "Gather" | "GatherElements" | "GatherND" | "Tile" => fin(0),
-            "ConstantOfShape" => roles
-                .attr("value")
-                .and_then(|a| eg[eg.find(a)].data.attr)
-                .map(|a| eg.analysis.attrs.get(a))
-                .and_then(|a| a.t.as_ref())
-                .and_then(|t| onnx_ref::Tensor::from_proto(t).ok())
-                .and_then(|t| t.to_f64_vec().ok())
-                // No value attribute: zeros.
-                .is_none_or(|v| v.iter().all(|x| !x.is_infinite())),
-            "Cast" => {
-                let Some(&x) = inputs.first() else {
-                    return false;
-                };
-                let Some(from) = dtype_of(eg, x) else {
-                    return false;
-                };
-                let to = float_max(dtype).unwrap_or(0.0);
-                match (int_max(from), float_max(from)) {
-                    (Some(m), _) => m <= to,
-                    (None, Some(m)) => m <= to && finite_at(eg, x, depth - 1, seen),
-                    _ => false,
-                }
-            }
-            _ => false,
-        }
-    });
+    if depth == 0 || !seen.insert(c) {
+        return None;
+    }
+    let best = eg[c]
+        .nodes
+        .iter()
+        .filter_map(|n| node_bound(eg, n, dtype, depth, seen))
+        .reduce(f64::min);
     seen.remove(&c);
-    ok
+    best
+}
+
+/// [`bound_at`] of one e-node of a class of type `dtype`.
+fn node_bound(
+    eg: &OnnxEGraph,
+    n: &crate::lang::ONode,
+    dtype: DType,
+    depth: usize,
+    seen: &mut BTreeSet<Id>,
+) -> Option<f64> {
+    let NodeKind::Op(op) = n.kind else {
+        return None;
+    };
+    let info = eg.analysis.ops.get(op);
+    if !info.domain.is_empty() {
+        return None;
+    }
+    let roles = crate::build::Roles::new(info, &n.children);
+    let inputs = roles.inputs();
+    let mut of = |i: usize| bound_at(eg, *inputs.get(i)?, depth - 1, seen);
+    match info.op_type.as_str() {
+        "Where" => Some(of(1)?.max(of(2)?)),
+        "Concat" => (0..inputs.len()).try_fold(0.0f64, |m, i| Some(m.max(of(i)?))),
+        "Expand" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Transpose" | "Identity"
+        | "Slice" | "Gather" | "GatherElements" | "GatherND" | "Tile" => of(0),
+        "ConstantOfShape" => match roles
+            .attr("value")
+            .and_then(|a| eg[eg.find(a)].data.attr)
+            .map(|a| eg.analysis.attrs.get(a))
+            .and_then(|a| a.t.as_ref())
+        {
+            // No value attribute: zeros.
+            None => Some(0.0),
+            Some(t) => tensor_bound(&onnx_ref::Tensor::from_proto(t).ok()?),
+        },
+        "Cast" => {
+            let m = of(0)?;
+            (m <= float_max(dtype)?).then_some(m)
+        }
+        _ => None,
+    }
 }
 
 /// Whether `Reshape(Expand(Unsqueeze(k, [2]), e), r)` repeats each of k's heads (axis 1 of a

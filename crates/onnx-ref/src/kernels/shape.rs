@@ -250,6 +250,13 @@ fn concat(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
         .ok_or_else(|| ctx.err("needs at least one input"))?;
     same_dtype(ctx, &ts)?;
     let axis = norm_axis(ctx.attr_int("axis", 1)?, first.rank())?;
+    if let Some(t) = ts.iter().find(|t| t.rank() != first.rank()) {
+        return Err(ctx.err(format!(
+            "inputs of shapes {:?} and {:?} differ in rank",
+            first.shape(),
+            t.shape()
+        )));
+    }
     fn cat<T: Elem>(ts: &[&Tensor], axis: usize) -> Result<Array<T>> {
         let views: Vec<_> = ts
             .iter()
@@ -594,4 +601,27 @@ fn trilu(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
         out.into_shared()
     }
     one(map_all!(t, a => tri(a, k, upper)))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::test_util::{int_attr, node, run, t};
+
+    #[test]
+    fn concat_of_inputs_of_different_ranks_is_an_error() {
+        let n = node("Concat", &["a", "b"], vec![int_attr("axis", -1)]);
+        let a = t(&[1, 2, 2], vec![1.0f32; 4]);
+        let b = t(&[2, 2], vec![2.0f32; 4]);
+        let err = run(&n, 13, &[a.clone(), b.clone()]).unwrap_err();
+        assert!(err.to_string().contains("differ in rank"), "{err}");
+        let err = run(&n, 13, &[b, a]).unwrap_err();
+        assert!(err.to_string().contains("differ in rank"), "{err}");
+        let ok = run(
+            &n,
+            13,
+            &[t(&[2, 1], vec![1.0f32, 2.0]), t(&[2, 2], vec![3.0f32; 4])],
+        )
+        .unwrap();
+        assert_eq!(ok.shape(), &[2, 3]);
+    }
 }
