@@ -27,6 +27,7 @@ mod ml;
 mod nn;
 mod pad;
 mod parallel;
+mod permute;
 mod pool;
 mod quant;
 mod random_ops;
