@@ -18,6 +18,7 @@ mod conv_transpose;
 mod detection;
 mod einsum;
 mod elementwise;
+mod gemm_direct;
 mod grid;
 mod image;
 mod linalg;
