@@ -187,15 +187,25 @@ mod tests {
         let got = permuted_copy(src, shape, perm);
         let want = reference(src, shape, perm);
         let same = got.len() == want.len()
-            && got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits());
+            && got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits());
         assert!(same, "shape {shape:?} perm {perm:?}");
         // Through ndarray's copy too, as `permute` falls back to it.
         let a = Array::from_shape_vec(IxDyn(shape), src.to_vec()).unwrap();
         let via = permute(&a, perm);
-        let ndarray_copy = a.view().permuted_axes(IxDyn(perm)).as_standard_layout().to_owned();
+        let ndarray_copy = a
+            .view()
+            .permuted_axes(IxDyn(perm))
+            .as_standard_layout()
+            .to_owned();
         assert_eq!(via.shape(), ndarray_copy.shape());
         let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(via.as_slice().unwrap()), bits(ndarray_copy.as_slice().unwrap()));
+        assert_eq!(
+            bits(via.as_slice().unwrap()),
+            bits(ndarray_copy.as_slice().unwrap())
+        );
     }
 
     fn random_perm(rng: &mut ChaCha8Rng, rank: usize) -> Vec<usize> {
@@ -224,7 +234,13 @@ mod tests {
                 continue;
             }
             let src: Vec<f32> = (0..total)
-                .map(|i| if i % 97 == 5 { f32::NAN } else { rng.random::<f32>() - 0.5 })
+                .map(|i| {
+                    if i % 97 == 5 {
+                        f32::NAN
+                    } else {
+                        rng.random::<f32>() - 0.5
+                    }
+                })
                 .collect();
             let perm = random_perm(&mut rng, rank);
             check(&src, &shape, &perm);
@@ -271,8 +287,7 @@ mod tests {
 
     #[test]
     fn a_non_standard_input_goes_through_ndarray() {
-        let a = Array::from_shape_vec(IxDyn(&[3, 4]), (0..12).map(|i| i as f32).collect())
-            .unwrap();
+        let a = Array::from_shape_vec(IxDyn(&[3, 4]), (0..12).map(|i| i as f32).collect()).unwrap();
         let t = a.clone().reversed_axes();
         let p = permute(&t, &[1, 0]);
         assert_eq!(p.shape(), &[3, 4]);
