@@ -182,6 +182,7 @@ mod tests {
     }
 
     /// The plain per-element definition: one FMA chain per block of `KC`, blocks added.
+    #[allow(clippy::too_many_arguments)]
     fn chained(
         m: usize,
         k: usize,
@@ -228,6 +229,7 @@ mod tests {
             (64, 600, 40),
             (33, 513, 3),
             (9, 20, 0),
+            (100, 300, 50),
         ];
         for (case, &(m, k, n)) in shapes.iter().enumerate() {
             for beta in [0.0f32, 1.0, -2.5] {

@@ -392,10 +392,10 @@ pub(crate) fn layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<V
         }
     };
     if inner == 0 {
-        // Rows without elements: a mean of 0/0, as the row formula gives.
-        let mu = 0.0 / 0.0f64;
+        // Rows without elements: the row formula on an empty row (a mean of 0/0).
+        let (mu, inv) = normalize_row::<f64, f64>(&[], eps, &[], &[], &mut [], |v| v);
         means.resize(outer, mu);
-        inv_stds.resize(outer, 1.0 / (mu + eps).sqrt());
+        inv_stds.resize(outer, inv);
     }
     let stat_shape: Vec<usize> = shape
         .iter()
