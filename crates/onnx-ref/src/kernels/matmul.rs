@@ -124,6 +124,11 @@ const SMALL_M: usize = 4;
 /// Row counts up to which f32 GEMM (with `alpha == 1`, row-contiguous operands) runs
 /// unpacked in register tiles ([`gemm_direct`], the same sums as the packed path).
 const DIRECT_MAX_M: usize = 64;
+/// Above this many rows, the unpacked path only takes a right operand of at most
+/// `DIRECT_MAX_KN` elements: over a large one (a Conv's im2col columns), reading it in strided
+/// strips costs more than matrixmultiply's packing (resnet18's 64-channel layers).
+const DIRECT_ANY_KN_M: usize = 16;
+const DIRECT_MAX_KN: usize = 1 << 18;
 
 /// Output columns a small-GEMM block keeps in registers.
 const BLOCK_N: usize = 16;
@@ -307,6 +312,7 @@ impl GemmElem for f32 {
             return;
         }
         if m <= DIRECT_MAX_M
+            && (m <= DIRECT_ANY_KN_M || k * n <= DIRECT_MAX_KN)
             && alpha == 1.0
             && a.cs == 1
             && b.cs == 1
