@@ -6,7 +6,9 @@ use half::slice::HalfBitsSliceExt;
 use half::{bf16, f16};
 use ndarray::{ArrayViewD, IxDyn};
 
-use super::{broadcast_shapes, broadcast_view, one, parallel, same_dtype, typed, unsupported};
+use super::{
+    broadcast_shapes, broadcast_view, gemm_direct, one, parallel, same_dtype, typed, unsupported,
+};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
 use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
@@ -118,6 +120,15 @@ pub(crate) trait GemmElem: Num {
 /// call, which costs more than the product itself for a row or two: a classifier's batch of
 /// one). Above it, packing pays for itself.
 const SMALL_M: usize = 4;
+
+/// Row counts up to which f32 GEMM (with `alpha == 1`, row-contiguous operands) runs
+/// unpacked in register tiles ([`gemm_direct`], the same sums as the packed path).
+const DIRECT_MAX_M: usize = 64;
+/// Above this many rows, the unpacked path only takes a right operand of at most
+/// `DIRECT_MAX_KN` elements: over a large one (a Conv's im2col columns), reading it in strided
+/// strips costs more than matrixmultiply's packing (resnet18's 64-channel layers).
+const DIRECT_ANY_KN_M: usize = 16;
+const DIRECT_MAX_KN: usize = 1 << 18;
 
 /// Output columns a small-GEMM block keeps in registers.
 const BLOCK_N: usize = 16;
@@ -298,6 +309,15 @@ impl GemmElem for f32 {
         c: &mut [f32],
     ) {
         if small_gemm_f32(m, k, n, alpha, a, b, beta, c).is_some() {
+            return;
+        }
+        if m <= DIRECT_MAX_M
+            && (m <= DIRECT_ANY_KN_M || k * n <= DIRECT_MAX_KN)
+            && alpha == 1.0
+            && a.cs == 1
+            && b.cs == 1
+            && gemm_direct::gemm_direct_f32(m, k, n, a, b, beta, c).is_some()
+        {
             return;
         }
         // SAFETY: `gemm` checked that every (i, j) index of A (m×k), B (k×n) and C (m×n,

@@ -349,6 +349,9 @@ pub(crate) fn layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<V
     let err = |e: RefError| e.in_node(&ctx.node_ref());
     let bcast = |t: &Tensor| -> Result<Vec<f64>> {
         let v = t.to_f64_vec().map_err(err)?;
+        if t.shape() == norm_shape {
+            return Ok(v);
+        }
         let arr = array_from_vec(t.shape(), v)?;
         let view = super::broadcast_view(&arr, norm_shape).map_err(err)?;
         Ok(view.iter().copied().collect())
@@ -358,20 +361,41 @@ pub(crate) fn layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<V
         Some(b) => bcast(b)?,
         None => vec![0.0; inner],
     };
-    let xv = x.to_f64_vec().map_err(err)?;
-    let mut y = vec![0.0; xv.len()];
     let mut means = Vec::with_capacity(outer);
     let mut inv_stds = Vec::with_capacity(outer);
-    for o in 0..outer {
-        let row = &xv[o * inner..(o + 1) * inner];
-        let mu = row.iter().sum::<f64>() / inner as f64;
-        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / inner as f64;
-        let inv = 1.0 / (var + eps).sqrt();
-        for i in 0..inner {
-            y[o * inner + i] = (row[i] - mu) * inv * s[i] + b[i];
+    // A contiguous f32 input is read and written in place of its f64 copy: the same f64
+    // arithmetic, rounded to f32 as the cast below would.
+    let y = match x {
+        Tensor::F32(a) if a.as_slice().is_some() => {
+            let xs = a.as_slice().unwrap_or_default();
+            let mut y = vec![0f32; xs.len()];
+            if inner > 0 {
+                for (row, out) in xs.chunks_exact(inner).zip(y.chunks_exact_mut(inner)) {
+                    let (mu, inv) = normalize_row(row, eps, &s, &b, out, |v| v as f32);
+                    means.push(mu);
+                    inv_stds.push(inv);
+                }
+            }
+            Tensor::from_vec(&shape, y)?
         }
-        means.push(mu);
-        inv_stds.push(inv);
+        _ => {
+            let xv = x.to_f64_vec().map_err(err)?;
+            let mut y = vec![0.0; xv.len()];
+            if inner > 0 {
+                for (row, out) in xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)) {
+                    let (mu, inv) = normalize_row(row, eps, &s, &b, out, |v| v);
+                    means.push(mu);
+                    inv_stds.push(inv);
+                }
+            }
+            super::cast_tensor(&Tensor::from_vec(&shape, y)?, x.dtype())?
+        }
+    };
+    if inner == 0 {
+        // Rows without elements: the row formula on an empty row (a mean of 0/0).
+        let (mu, inv) = normalize_row::<f64, f64>(&[], eps, &[], &[], &mut [], |v| v);
+        means.resize(outer, mu);
+        inv_stds.resize(outer, inv);
     }
     let stat_shape: Vec<usize> = shape
         .iter()
@@ -383,10 +407,7 @@ pub(crate) fn layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<V
         code => crate::dtype::DType::from_code(code as i32)
             .ok_or_else(|| ctx.err(format!("unknown stash_type {code}")))?,
     };
-    let mut out = vec![Value::Tensor(super::cast_tensor(
-        &Tensor::from_vec(&shape, y)?,
-        x.dtype(),
-    )?)];
+    let mut out = vec![Value::Tensor(y)];
     if ctx.wants_output(1) || ctx.wants_output(2) {
         out.push(Value::Tensor(super::cast_tensor(
             &Tensor::from_vec(&stat_shape, means)?,
@@ -398,6 +419,34 @@ pub(crate) fn layer_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<V
         )?));
     }
     Ok(out)
+}
+
+/// One row of LayerNormalization in f64: `(x - mean) · inv_std · scale + bias` into `out`
+/// (each value through `store`); returns the row's mean and inverse standard deviation.
+#[inline]
+fn normalize_row<X: Copy + Into<f64>, Y>(
+    row: &[X],
+    eps: f64,
+    scale: &[f64],
+    bias: &[f64],
+    out: &mut [Y],
+    store: impl Fn(f64) -> Y,
+) -> (f64, f64) {
+    let n = row.len() as f64;
+    let mu = row.iter().map(|&v| v.into()).sum::<f64>() / n;
+    let var = row
+        .iter()
+        .map(|&v| {
+            let d = v.into() - mu;
+            d * d
+        })
+        .sum::<f64>()
+        / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    for (((o, &v), s), b) in out.iter_mut().zip(row).zip(scale).zip(bias) {
+        *o = store((v.into() - mu) * inv * s + b);
+    }
+    (mu, inv)
 }
 
 fn group_norm(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
@@ -562,7 +611,78 @@ fn mvn(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::{node, run, t};
+    use super::super::test_util::{int_attr, node, run, t};
+    use crate::eval::eval_node;
+    use crate::tensor::Tensor;
+    use crate::value::Value;
+
+    /// LayerNormalization's f32 path (read and written in place) equals the f64 path (the same
+    /// input widened) rounded to f32, bit for bit, with its mean and inverse standard deviation
+    /// too: axes inside and last, a broadcast scale, no bias, NaN and infinities, empty rows.
+    #[test]
+    fn layer_norm_f32_path_equals_the_f64_path_rounded() {
+        let cases: &[(&[usize], i64, &[usize], bool)] = &[
+            (&[2, 3, 8], -1, &[8], true),
+            (&[4, 16, 128], 2, &[128], true),
+            (&[3, 5, 7], 1, &[5, 7], false),
+            (&[3, 5, 7], 1, &[1, 7], true),
+            (&[6], 0, &[6], true),
+            (&[2, 0, 4], -1, &[4], true),
+            (&[2, 3, 0], 1, &[3, 0], true),
+        ];
+        for (case, &(shape, axis, sshape, with_bias)) in cases.iter().enumerate() {
+            let len: usize = shape.iter().product();
+            let slen: usize = sshape.iter().product();
+            let xs: Vec<f32> = (0..len)
+                .map(|i| match (i * 7 + case) % 41 {
+                    3 if case == 0 => f32::NAN,
+                    5 if case == 1 => f32::INFINITY,
+                    v => (v as f32 - 20.0) * 0.37 + (i as f32).sin() * 1e3,
+                })
+                .collect();
+            let sc: Vec<f32> = (0..slen).map(|i| 0.5 + i as f32 * 0.01).collect();
+            let bi: Vec<f32> = (0..slen).map(|i| -0.25 + i as f32 * 0.003).collect();
+            let mut n = node(
+                "LayerNormalization",
+                if with_bias {
+                    &["x", "s", "b"]
+                } else {
+                    &["x", "s"]
+                },
+                vec![int_attr("axis", axis)],
+            );
+            n.output = vec!["y".into(), "mean".into(), "inv".into()];
+            let run_as = |x: Option<Value>, s: Option<Value>, b: Option<Value>| {
+                let inputs: Vec<Option<Value>> = if with_bias { vec![x, s, b] } else { vec![x, s] };
+                eval_node(&n, 17, &inputs).unwrap()
+            };
+            let widen = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+            let got = run_as(
+                t(shape, xs.clone()),
+                t(sshape, sc.clone()),
+                t(sshape, bi.clone()),
+            );
+            let wide = run_as(
+                t(shape, widen(&xs)),
+                t(sshape, widen(&sc)),
+                t(sshape, widen(&bi)),
+            );
+            for (g, w) in got.iter().zip(&wide) {
+                let (Value::Tensor(Tensor::F32(g)), Value::Tensor(w)) = (g, w) else {
+                    panic!("case {case}: outputs are f32 tensors");
+                };
+                let w = w.to_f64_vec().unwrap();
+                assert_eq!(g.len(), w.len(), "case {case}");
+                for (x, y) in g.iter().zip(&w) {
+                    assert_eq!(
+                        x.to_bits(),
+                        (*y as f32).to_bits(),
+                        "case {case}: {x} vs {y}"
+                    );
+                }
+            }
+        }
+    }
 
     /// Inference BatchNormalization (the per-channel affine path for float and double) agrees
     /// with the formula in f64, on a batch, a rank-2 input and an empty spatial extent.

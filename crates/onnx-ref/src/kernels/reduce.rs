@@ -3,7 +3,7 @@
 //! noop_with_empty_axes) and ArgMax/ArgMin. Floats accumulate in f64.
 
 use super::{norm_axes, norm_axis, one, unsupported};
-use crate::error::{RefError, Result};
+use crate::error::Result;
 use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::numeric::Num;
 use crate::tensor::{array_from_vec, map_numeric, with_numeric, Array, Tensor};
@@ -37,10 +37,18 @@ pub(crate) fn reduce_lanes<T: Clone, O>(
     let mut perm = kept.clone();
     perm.extend(axes.iter().copied());
     let permuted = a.view().permuted_axes(ndarray::IxDyn(&perm));
-    let std = permuted.as_standard_layout();
-    let flat = std
-        .as_slice()
-        .ok_or_else(|| RefError::op("reduction input is not contiguous"))?;
+    let moved;
+    let flat = match (permuted.as_slice(), a.as_slice()) {
+        (Some(flat), _) => flat,
+        (None, Some(src)) => {
+            moved = super::permute::permuted_copy(src, a.shape(), &perm);
+            &moved[..]
+        }
+        (None, None) => {
+            moved = permuted.iter().cloned().collect::<Vec<T>>();
+            &moved[..]
+        }
+    };
     let lane: usize = axes.iter().map(|&i| a.shape()[i]).product();
     let outer: usize = kept.iter().map(|&i| a.shape()[i]).product();
     let mut out = Vec::with_capacity(outer);

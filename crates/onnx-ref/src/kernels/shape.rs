@@ -159,11 +159,7 @@ fn flatten(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     one(t.reshaped(&[outer, inner])?)
 }
 
-/// Materializes a permutation of `a`'s axes in standard layout.
-pub(crate) fn permute<T: Clone>(a: &Array<T>, perm: &[usize]) -> Array<T> {
-    let v = a.view().permuted_axes(IxDyn(perm));
-    v.as_standard_layout().into_owned().into_shared()
-}
+pub(crate) use super::permute::permute;
 
 fn transpose(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
     let t = ctx.input(inputs, 0)?;
