@@ -220,6 +220,57 @@ fn folding_respects_the_budget_unless_lifted() {
     assert_eq!(ops(&out.to_proto()), ["Add"]);
 }
 
+#[test]
+fn integer_values_equal_as_dims_are_one_value() {
+    // (S + T) - S and T's own Shape slice are both `[T]`: one value, so one Cast, and the Add
+    // and Sub go. With the union off (as the prover runs) they stay.
+    let text = r#"
+        <ir_version: 10, opset_import: ["" : 18]>
+        g (float[B,S,4] x, float[B,T,4] z) => (float[1] ya, float[1] yb) {
+            s = Shape <start = 1, end = 2> (x)
+            t = Shape <start = 1, end = 2> (z)
+            st = Add(s, t)
+            b = Sub(st, s)
+            ya = Cast <to = 1> (t)
+            yb = Cast <to = 1> (b)
+        }"#;
+    let proto = onnx_text::parse_model(text).unwrap();
+    let model = Model::from_proto(proto.clone()).unwrap();
+    let (out, _) = rewrite_model(&model, RewriteOptions::default()).unwrap();
+    let merged = ops(&out.to_proto());
+    assert_eq!(
+        merged.iter().filter(|o| *o == "Cast").count(),
+        1,
+        "{merged:?}"
+    );
+    assert!(
+        !merged.iter().any(|o| o == "Add" || o == "Sub"),
+        "{merged:?}"
+    );
+    let z = Tensor::from_vec(&[2, 5, 4], vec![0.0f32; 40]).unwrap();
+    let x3 = Tensor::from_vec(&[2, 3, 4], vec![0.0f32; 24]).unwrap();
+    let got = run(&out.to_proto(), &[("x", x3), ("z", z)]);
+    for (name, v) in &got {
+        let t = v.as_tensor().unwrap();
+        assert_eq!(t.to_f64_vec().unwrap(), [5.0], "{name}");
+    }
+    let options = RewriteOptions {
+        fold: FoldOptions {
+            union_equal_dims: false,
+            ..FoldOptions::default()
+        },
+        ..Default::default()
+    };
+    let (out, _) = rewrite_model(&model, options).unwrap();
+    let apart = ops(&out.to_proto());
+    assert_eq!(
+        apart.iter().filter(|o| *o == "Cast").count(),
+        2,
+        "{apart:?}"
+    );
+    assert!(apart.iter().any(|o| o == "Sub"), "{apart:?}");
+}
+
 /// A random elementwise graph over one input: each step applies a unary or binary op to
 /// earlier values (sharing subterms), outputs are the last two values.
 fn graph_text(steps: &[(u8, usize, usize)]) -> String {
