@@ -836,4 +836,122 @@ mod tests {
             }
         }
     }
+
+    /// The depthwise kernel equals, bit for bit, each output element's sum of weight x input
+    /// over its valid taps in (depth, row, column) order from 0 in f32 (what a faster kernel
+    /// must keep): strides, pads, dilations, a channel multiplier, inputs narrower than the
+    /// kernel, 1-D and 3-D, infinite weights and NaN inputs.
+    #[test]
+    fn depthwise_adds_each_tap_in_order() {
+        type Case<'a> = (
+            [usize; 3],
+            &'a [usize],
+            &'a [usize],
+            &'a [usize],
+            &'a [usize],
+            (&'a [usize], &'a [usize]),
+        );
+        let cases: [Case; 7] = [
+            (
+                [1, 4, 4],
+                &[7, 7],
+                &[3, 3],
+                &[1, 1],
+                &[1, 1],
+                (&[1, 1], &[1, 1]),
+            ),
+            (
+                [2, 3, 6],
+                &[9, 10],
+                &[3, 3],
+                &[2, 2],
+                &[1, 1],
+                (&[1, 1], &[1, 1]),
+            ),
+            (
+                [1, 2, 2],
+                &[8, 9],
+                &[3, 3],
+                &[1, 2],
+                &[2, 2],
+                (&[2, 0], &[1, 3]),
+            ),
+            (
+                [1, 2, 2],
+                &[6, 2],
+                &[3, 3],
+                &[1, 1],
+                &[1, 1],
+                (&[1, 1], &[1, 1]),
+            ),
+            (
+                [1, 3, 3],
+                &[5, 11],
+                &[5, 5],
+                &[1, 1],
+                &[1, 1],
+                (&[2, 2], &[2, 2]),
+            ),
+            ([1, 2, 4], &[17], &[3], &[3], &[1], (&[1], &[2])),
+            (
+                [1, 2, 2],
+                &[4, 5, 6],
+                &[3, 3, 3],
+                &[1, 1, 2],
+                &[1, 1, 1],
+                (&[1, 1, 1], &[1, 1, 1]),
+            ),
+        ];
+        for ([n, c, m], input, kernel, stride, dilation, pads) in cases {
+            let w = geometry(input, kernel, stride, dilation, pads);
+            let (ivol, kvol, pvol) = (w.input_volume(), w.kernel_volume(), w.output_volume());
+            let mut x = values(n * c * ivol, 3);
+            let mut wt = values(m * kvol, 4);
+            x[1] = f32::NAN;
+            wt[kvol + 2] = f32::INFINITY;
+            let mut got = vec![0f32; n * m * pvol];
+            depthwise(&x, &wt, &w, n, c, m, &mut got);
+            let [od, oh, ow] = w.output;
+            let [id, ih, iw] = w.input;
+            let [kd, kh, kw] = w.kernel;
+            let mut want = Vec::with_capacity(got.len());
+            for ni in 0..n {
+                for o in 0..m {
+                    let ci = o / (m / c);
+                    for z in 0..od {
+                        for y in 0..oh {
+                            for xo in 0..ow {
+                                let mut sum = 0f32;
+                                for a in 0..kd {
+                                    for b in 0..kh {
+                                        for e in 0..kw {
+                                            let (iz, iy, ix) = (
+                                                w.coord(0, z, a),
+                                                w.coord(1, y, b),
+                                                w.coord(2, xo, e),
+                                            );
+                                            let inside =
+                                                |v: isize, len: usize| v >= 0 && (v as usize) < len;
+                                            if !(inside(iz, id) && inside(iy, ih) && inside(ix, iw))
+                                            {
+                                                continue;
+                                            }
+                                            let xv = x[(((ni * c + ci) * id + iz as usize) * ih
+                                                + iy as usize)
+                                                * iw
+                                                + ix as usize];
+                                            sum += wt[(((o * kd) + a) * kh + b) * kw + e] * xv;
+                                        }
+                                    }
+                                }
+                                want.push(sum);
+                            }
+                        }
+                    }
+                }
+            }
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{input:?} {kernel:?} {stride:?}");
+        }
+    }
 }
