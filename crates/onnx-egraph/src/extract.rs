@@ -237,7 +237,7 @@ pub fn extract_dag(
         model,
         &best,
         &BTreeMap::new(),
-        &[],
+        None,
         Some(&mut choice),
     ) else {
         return Err(crate::EGraphError::Internal(
@@ -257,7 +257,7 @@ fn selection_cost(
     model: &dyn CostModel,
     best: &BTreeMap<Id, Best>,
     choice: &BTreeMap<Id, ONode>,
-    over: &[(Id, &ONode)],
+    over: Option<(Id, &ONode)>,
     mut out: Option<&mut BTreeMap<Id, ONode>>,
 ) -> Option<f64> {
     // Iterative DFS with colours: 1 = on the stack, 2 = done.
@@ -281,9 +281,9 @@ fn selection_cost(
             1 => return None,
             _ => {}
         }
-        let node = match over.iter().find(|(oc, _)| *oc == c) {
-            Some((_, n)) => n,
-            None => match choice.get(&c) {
+        let node = match over {
+            Some((oc, n)) if oc == c => n,
+            _ => match choice.get(&c) {
                 Some(n) => n,
                 None => &best.get(&c)?.node,
             },
@@ -311,9 +311,7 @@ fn selection_cost(
 /// Conv folded with its BatchNormalization beside the original Conv that a Relu still reads:
 /// two Convs and two weight copies). This pass tries, for every selected class, each other
 /// node whose greedy subtree reaches a class already selected, and keeps a switch when the whole
-/// selection's DAG cost drops; it repeats while something improves (a few rounds at most). A
-/// switch to one output of a multi-output node switches, with it, every selected class that
-/// holds another output of that node.
+/// selection's DAG cost drops; it repeats while something improves (a few rounds at most).
 fn share_better(
     egraph: &OnnxEGraph,
     root: Id,
@@ -325,21 +323,6 @@ fn share_better(
     const MAX_ROUNDS: usize = 4;
     const MAX_TRIALS: usize = 20_000;
     let mut trials = 0;
-    // The projections of each multi-output node, by the node's class: choosing one output of a
-    // node pays for the node, and its other outputs then come free, so a switch to one output
-    // also switches the selected classes its sibling outputs belong to (an Attention whose
-    // present_key and present_value replace two Concats is worth it only all at once).
-    let mut projections: BTreeMap<Id, Vec<(Id, ONode)>> = BTreeMap::new();
-    for class in egraph.classes() {
-        for n in &class.nodes {
-            if let NodeKind::Out(_) = n.kind {
-                projections
-                    .entry(egraph.find(n.children[0]))
-                    .or_default()
-                    .push((class.id, n.clone()));
-            }
-        }
-    }
     for _ in 0..MAX_ROUNDS {
         let mut improved = false;
         let selected: Vec<Id> = choice.keys().copied().collect();
@@ -372,21 +355,12 @@ fn share_better(
                 if trials > MAX_TRIALS {
                     return;
                 }
-                let mut over: Vec<(Id, &ONode)> = vec![(c, node)];
-                if let NodeKind::Out(_) = node.kind {
-                    let siblings = projections.get(&egraph.find(node.children[0]));
-                    for (sc, sn) in siblings.into_iter().flatten() {
-                        if *sc != c && choice.contains_key(sc) && !over.iter().any(|(o, _)| o == sc)
-                        {
-                            over.push((*sc, sn));
-                        }
-                    }
-                }
-                let t = selection_cost(egraph, root, model, best, choice, &over, None);
+                let over = Some((c, node));
+                let t = selection_cost(egraph, root, model, best, choice, over, None);
                 if t.is_some_and(|t| t < *cost - 1e-9) {
                     let mut next = BTreeMap::new();
                     let t =
-                        selection_cost(egraph, root, model, best, choice, &over, Some(&mut next));
+                        selection_cost(egraph, root, model, best, choice, over, Some(&mut next));
                     if let Some(t) = t {
                         *choice = next;
                         *cost = t;
