@@ -670,13 +670,19 @@ mod tests {
         }
     }
 
-    /// Direct convolution in f64.
-    fn direct(x: &[f32], wt: &[f32], w: &Window, [n, c, m, group]: [usize; 4]) -> Vec<f64> {
+    /// Direct convolution, summed in `S` over (input channel, depth, row, column) in that order
+    /// from zero (f64 for a reference value; f32 for the order a kernel must keep).
+    fn direct<S: num_traits::Float + From<f32>>(
+        x: &[f32],
+        wt: &[f32],
+        w: &Window,
+        [n, c, m, group]: [usize; 4],
+    ) -> Vec<S> {
         let (cg, mg) = (c / group, m / group);
         let [od, oh, ow] = w.output;
         let [id, ih, iw] = w.input;
         let [kd, kh, kw] = w.kernel;
-        let mut out = vec![0.0; n * m * od * oh * ow];
+        let mut out = vec![S::zero(); n * m * od * oh * ow];
         let mut at = 0;
         for ni in 0..n {
             for o in 0..m {
@@ -684,7 +690,7 @@ mod tests {
                 for z in 0..od {
                     for y in 0..oh {
                         for xo in 0..ow {
-                            let mut sum = 0.0;
+                            let mut sum = S::zero();
                             for ci in 0..cg {
                                 for a in 0..kd {
                                     for b in 0..kh {
@@ -707,7 +713,9 @@ mod tests {
                                                 x[(((ni * c + ch) * id + iz) * ih + iy) * iw + ix];
                                             let wv =
                                                 wt[(((o * cg + ci) * kd + a) * kh + b) * kw + e];
-                                            sum += xv as f64 * wv as f64;
+                                            sum = sum
+                                                + <S as From<f32>>::from(xv)
+                                                    * <S as From<f32>>::from(wv);
                                         }
                                     }
                                 }
@@ -817,7 +825,7 @@ mod tests {
             let x = values(n * c * ivol, 1);
             let wt = values(m * (c / group) * w.kernel_volume(), 2);
             let pvol = w.output_volume();
-            let want = direct(&x, &wt, &w, dims);
+            let want = direct::<f64>(&x, &wt, &w, dims);
             let mut one = vec![0f32; n * m * pvol];
             {
                 let mut rows: Vec<&mut [f32]> = one.chunks_exact_mut(pvol).collect();
@@ -911,45 +919,7 @@ mod tests {
             wt[kvol + 2] = f32::INFINITY;
             let mut got = vec![0f32; n * m * pvol];
             depthwise(&x, &wt, &w, n, c, m, &mut got);
-            let [od, oh, ow] = w.output;
-            let [id, ih, iw] = w.input;
-            let [kd, kh, kw] = w.kernel;
-            let mut want = Vec::with_capacity(got.len());
-            for ni in 0..n {
-                for o in 0..m {
-                    let ci = o / (m / c);
-                    for z in 0..od {
-                        for y in 0..oh {
-                            for xo in 0..ow {
-                                let mut sum = 0f32;
-                                for a in 0..kd {
-                                    for b in 0..kh {
-                                        for e in 0..kw {
-                                            let (iz, iy, ix) = (
-                                                w.coord(0, z, a),
-                                                w.coord(1, y, b),
-                                                w.coord(2, xo, e),
-                                            );
-                                            let inside =
-                                                |v: isize, len: usize| v >= 0 && (v as usize) < len;
-                                            if !(inside(iz, id) && inside(iy, ih) && inside(ix, iw))
-                                            {
-                                                continue;
-                                            }
-                                            let xv = x[(((ni * c + ci) * id + iz as usize) * ih
-                                                + iy as usize)
-                                                * iw
-                                                + ix as usize];
-                                            sum += wt[(((o * kd) + a) * kh + b) * kw + e] * xv;
-                                        }
-                                    }
-                                }
-                                want.push(sum);
-                            }
-                        }
-                    }
-                }
-            }
+            let want = direct::<f32>(&x, &wt, &w, [n, c, m, c]);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{input:?} {kernel:?} {stride:?}");
         }
