@@ -74,16 +74,15 @@ fn tensor_bound(t: &onnx_ref::Tensor) -> Option<f64> {
 fn bound_at(eg: &OnnxEGraph, c: Id, depth: usize, seen: &mut BTreeSet<Id>) -> Option<f64> {
     let c = eg.find(c);
     let dtype = dtype_of(eg, c)?;
-    let constant = || {
-        let k = eg[c].data.constant?;
-        tensor_bound(&crate::value::decode(eg, k)?)
-    };
+    let constant = eg[c].data.constant;
+    let values = || tensor_bound(&crate::value::decode(eg, constant?)?);
     if let Some(m) = int_max(dtype) {
-        return Some(constant().unwrap_or(m));
+        return Some(values().unwrap_or(m));
     }
+    // Neither an integer nor a float type (string): nothing is known.
     float_max(dtype)?;
-    if let Some(k) = eg[c].data.constant {
-        return crate::value::decode(eg, k).and_then(|t| tensor_bound(&t));
+    if constant.is_some() {
+        return values();
     }
     if depth == 0 || !seen.insert(c) {
         return None;
