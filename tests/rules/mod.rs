@@ -463,6 +463,55 @@ g (float[2,3] x) => (float[2,3] y) {
 fn guards_of_the_rule_library() {
     let cases: &[GuardCase<'_>] = &[
         (
+            "Relu of a size plus a constant that can wrap past the largest int64",
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x) => (int64 y) {
+  n = Size(x)
+  b = Constant <value = int64 {9223372036854775807}> ()
+  s = Add(n, b)
+  y = Relu(s)
+}"#,
+            "Relu",
+            1,
+        ),
+        (
+            "Abs of a difference of two sizes",
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x, float[M] z) => (int64 y) {
+  a = Size(x)
+  b = Size(z)
+  d = Sub(a, b)
+  y = Abs(d)
+}"#,
+            "Abs",
+            1,
+        ),
+        (
+            "torch's -1 guard over an index minus one, which can be -1",
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,M] x) => (int64[N] y) {
+  k = ArgMax <axis = 1, keepdims = 0> (x)
+  one = Constant <value = int64 {1}> ()
+  j = Sub(k, one)
+  m = Constant <value = int64 {-1}> ()
+  e = Equal(j, m)
+  y = Where(e, one, j)
+}"#,
+            "Where",
+            1,
+        ),
+        (
+            "Relu of a size cast to int32, which can wrap",
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x) => (int32 y) {
+  n = Size(x)
+  c = Cast <to = 6> (n)
+  y = Relu(c)
+}"#,
+            "Relu",
+            1,
+        ),
+        (
             "Pad with a negative (cropping) amount into Conv",
             r#"<ir_version: 8, opset_import: ["" : 13]>
 g (float[1,2,5,5] x, float[3,2,3,3] w) => (float[1,3,2,3] y) {

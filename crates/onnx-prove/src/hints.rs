@@ -101,6 +101,9 @@ pub(crate) struct Hints {
     pub len: BTreeMap<VarId, ExprId>,
     /// `value(v) == E` for a value variable: v is the constant E (a scalar or a 1-D list).
     pub values: BTreeMap<VarId, ExprId>,
+    /// `nonneg(v)` / `in_range(v, a, b)`: every element of integer value v lies in [a, b]
+    /// (`None`: unbounded on that side).
+    pub ranges: BTreeMap<VarId, (Option<i64>, Option<i64>)>,
 }
 
 impl Hints {
@@ -185,6 +188,17 @@ impl Hints {
                     }
                 }
                 ("halves_equal", [v]) => self.halves.extend(var_of(*v)),
+                ("nonneg", [v]) => {
+                    if let Some(v) = var_of(*v) {
+                        self.ranges.insert(v, (Some(0), None));
+                    }
+                }
+                ("in_range", [v, lo, hi]) => {
+                    let int = |e: ExprId| lit_f64(e).filter(|x| x.fract() == 0.0).map(|x| x as i64);
+                    if let (Some(v), Some(lo), Some(hi)) = (var_of(*v), int(*lo), int(*hi)) {
+                        self.ranges.insert(v, (Some(lo), Some(hi)));
+                    }
+                }
                 _ => {}
             },
             Expr::Unary { op: UnOp::Not, arg } => {

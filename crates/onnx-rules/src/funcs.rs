@@ -186,6 +186,12 @@ pub const BUILTINS: &[FuncSig] = &[
         Bool,
         "constant v's last axis is two equal halves (v[..., :n/2] == v[..., n/2:], bitwise; n even)",
     ),
+    sig(
+        "in_range",
+        &[Value, Num, Num],
+        Bool,
+        "every element of integer value v lies in [a, b], by how v is computed (see `lower`)",
+    ),
     sig("inverse_perm", &[List], List, "the inverse permutation"),
     sig(
         "is_absent",
@@ -215,6 +221,12 @@ pub const BUILTINS: &[FuncSig] = &[
     ),
     sig("len", &[List], Int, "length of a list"),
     sig(
+        "lower",
+        &[Value],
+        Int,
+        "a lower bound of every element of integer value v, by how it is computed: constants, Shape/Size/ArgMax/NonZero (>= 0), moved, selected, clamped, cast, and non-wrapping Add/Sub/Mul",
+    ),
+    sig(
         "member",
         &[Any, List],
         Bool,
@@ -225,6 +237,12 @@ pub const BUILTINS: &[FuncSig] = &[
         &[Any, Value],
         Bool,
         "every entry of shape vector s is a known positive size, -1, or x's dim at its index (by name): a 0 in s could only be x's own dim",
+    ),
+    sig(
+        "nonneg",
+        &[Value],
+        Bool,
+        "every element of integer value v is >= 0, by how it is computed (see `lower`)",
     ),
     sig(
         "normalize_axes",
@@ -269,6 +287,12 @@ pub const BUILTINS: &[FuncSig] = &[
         "v has one consumer in the input graph",
     ),
     sig("sorted", &[List], List, "the list sorted ascending"),
+    sig(
+        "upper",
+        &[Value],
+        Int,
+        "an upper bound of every element of integer value v, by how it is computed (see `lower`)",
+    ),
     sig(
         "value",
         &[Any],

@@ -360,6 +360,27 @@ impl Evaluator<'_> {
                 }))
             }
             ("finite", [v]) => b(super::facts::finite(eg, Self::class(v)?)),
+            ("nonneg", [v]) => b(super::facts::int_range(eg, Self::class(v)?)?.lo >= 0),
+            ("in_range", [v, lo, hi]) => {
+                let r = super::facts::int_range(eg, Self::class(v)?)?;
+                let at_least = |x: &Val, bound: i128| match self.scalar_of(x.clone()) {
+                    Val::Int(i) => Some(bound >= i128::from(i)),
+                    other => Some(bound as f64 >= other.as_f64()?),
+                };
+                let at_most = |x: &Val, bound: i128| match self.scalar_of(x.clone()) {
+                    Val::Int(i) => Some(bound <= i128::from(i)),
+                    other => Some(bound as f64 <= other.as_f64()?),
+                };
+                b(at_least(lo, r.lo)? && at_most(hi, r.hi)?)
+            }
+            ("lower", [v]) => {
+                let r = super::facts::int_range(eg, Self::class(v)?)?;
+                Some(Val::Int(i64::try_from(r.lo).ok()?))
+            }
+            ("upper", [v]) => {
+                let r = super::facts::int_range(eg, Self::class(v)?)?;
+                Some(Val::Int(i64::try_from(r.hi).ok()?))
+            }
             ("repeats_heads", [k, e, r]) => {
                 let vector = |v: &Val| -> Option<Vec<SymDim>> {
                     match v {

@@ -171,3 +171,248 @@ pub(crate) fn repeats_heads(eg: &OnnxEGraph, k: Id, ev: &[SymDim], rv: &[SymDim]
     let heads_ok = rv[1].known() == Some(-1) || rv[1].known() == h.checked_mul(n);
     Some(heads_ok && same(&rv[0], &kd[0]) && same(&rv[2], &kd[2]) && same(&rv[3], &kd[3]))
 }
+
+/// How deep [`int_range`] follows a value's producers.
+const RANGE_DEPTH: usize = 24;
+
+/// Bounds every element of an integer (or bool) value lies within: `lo <= x <= hi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IntRange {
+    pub lo: i128,
+    pub hi: i128,
+}
+
+impl IntRange {
+    fn new(lo: i128, hi: i128) -> IntRange {
+        IntRange { lo, hi }
+    }
+    fn union(self, o: IntRange) -> IntRange {
+        IntRange::new(self.lo.min(o.lo), self.hi.max(o.hi))
+    }
+    fn intersect(self, o: IntRange) -> IntRange {
+        IntRange::new(self.lo.max(o.lo), self.hi.min(o.hi))
+    }
+    fn within(self, o: IntRange) -> bool {
+        o.lo <= self.lo && self.hi <= o.hi
+    }
+    /// The range when it fits the type's (integer arithmetic wraps: a result that may leave
+    /// the type's range is not known).
+    fn fits(self, ty: IntRange) -> Option<IntRange> {
+        self.within(ty).then_some(self)
+    }
+}
+
+/// The values an integer or bool type holds.
+fn type_range(d: DType) -> Option<IntRange> {
+    let r = |lo: i128, hi: i128| Some(IntRange::new(lo, hi));
+    match d {
+        DType::Bool => r(0, 1),
+        DType::Int2 => r(-2, 1),
+        DType::Uint2 => r(0, 3),
+        DType::Int4 => r(-8, 7),
+        DType::Uint4 => r(0, 15),
+        DType::Int8 => r(i8::MIN.into(), i8::MAX.into()),
+        DType::Uint8 => r(0, u8::MAX.into()),
+        DType::Int16 => r(i16::MIN.into(), i16::MAX.into()),
+        DType::Uint16 => r(0, u16::MAX.into()),
+        DType::Int32 => r(i32::MIN.into(), i32::MAX.into()),
+        DType::Uint32 => r(0, u32::MAX.into()),
+        DType::Int64 => r(i64::MIN.into(), i64::MAX.into()),
+        DType::Uint64 => r(0, u64::MAX.into()),
+        _ => None,
+    }
+}
+
+/// Smallest and largest element of an integer tensor (`None` when empty or not integer).
+fn tensor_range(t: &onnx_ref::Tensor) -> Option<IntRange> {
+    let vals: Vec<i128> = match t.as_array::<u64>() {
+        Some(a) => a.iter().map(|&x| x.into()).collect(),
+        None => t.to_i64_vec().ok()?.into_iter().map(i128::from).collect(),
+    };
+    let lo = vals.iter().copied().min()?;
+    let hi = vals.iter().copied().max()?;
+    Some(IntRange::new(lo, hi))
+}
+
+/// The bounds of every element of integer or bool value `c`, from how it is computed, or
+/// `None` when `c` is not of an integer type. At least the type's own range; tighter where
+/// known: a constant's smallest and largest element; `Shape`, `Size`, `ArgMax`, `ArgMin` and
+/// `NonZero` are non-negative; `ConstantOfShape` has its value; values moved or selected
+/// (Gather, Concat, Slice, Unsqueeze, Reshape, Expand, Where, ...) keep their inputs' bounds;
+/// `Add`, `Sub`, `Mul`, `Neg`, `Abs` and non-negative `Div` bound their results when those
+/// cannot wrap; `Max`, `Min`, `Relu` and `Clip` clamp; a `Cast` between integer types keeps
+/// the bounds the target holds. Each e-node of a class bounds the same value, so the class's
+/// range is the intersection of its e-nodes'.
+pub(crate) fn int_range(eg: &OnnxEGraph, c: Id) -> Option<IntRange> {
+    let mut walk = RangeWalk {
+        eg,
+        seen: BTreeSet::new(),
+        memo: std::collections::BTreeMap::new(),
+    };
+    walk.class(c, RANGE_DEPTH)
+}
+
+struct RangeWalk<'a> {
+    eg: &'a OnnxEGraph,
+    /// Classes on the current path (a cycle is cut there: unknown beyond the type's range).
+    seen: BTreeSet<Id>,
+    memo: std::collections::BTreeMap<Id, Option<IntRange>>,
+}
+
+impl RangeWalk<'_> {
+    fn class(&mut self, c: Id, depth: usize) -> Option<IntRange> {
+        let eg = self.eg;
+        let c = eg.find(c);
+        let ty = type_range(dtype_of(eg, c)?)?;
+        if let Some(k) = eg[c].data.constant {
+            if let Some(r) = crate::value::decode(eg, k).as_ref().and_then(tensor_range) {
+                return Some(r.intersect(ty));
+            }
+        }
+        if let Some(r) = self.memo.get(&c) {
+            return *r;
+        }
+        if depth == 0 || !self.seen.insert(c) {
+            return Some(ty);
+        }
+        let mut best = ty;
+        for n in &eg[c].nodes {
+            if let Some(r) = self.node(n, ty, depth) {
+                best = best.intersect(r);
+            }
+        }
+        self.seen.remove(&c);
+        self.memo.insert(c, Some(best));
+        Some(best)
+    }
+
+    fn node(&mut self, n: &crate::lang::ONode, ty: IntRange, depth: usize) -> Option<IntRange> {
+        let eg = self.eg;
+        let NodeKind::Op(op) = n.kind else {
+            return None;
+        };
+        let info = eg.analysis.ops.get(op);
+        if !info.domain.is_empty() {
+            return None;
+        }
+        let roles = crate::build::Roles::new(info, &n.children);
+        let inputs = roles.inputs();
+        let absent = |i: usize| {
+            inputs.get(i).is_none_or(|&x| {
+                eg[eg.find(x)]
+                    .nodes
+                    .iter()
+                    .any(|m| m.kind == NodeKind::None)
+            })
+        };
+        let mut of = |i: usize| -> Option<IntRange> { self.class(*inputs.get(i)?, depth - 1) };
+        let nonneg = IntRange::new(0, i64::MAX.into());
+        let r = match info.op_type.as_str() {
+            "Shape" | "Size" | "ArgMax" | "ArgMin" | "NonZero" => nonneg,
+            "Where" => of(1)?.union(of(2)?),
+            "Concat" => {
+                let mut acc: Option<IntRange> = None;
+                for i in 0..inputs.len() {
+                    let r = of(i)?;
+                    acc = Some(acc.map_or(r, |a| a.union(r)));
+                }
+                acc?
+            }
+            "Expand" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Transpose"
+            | "Identity" | "Slice" | "Gather" | "GatherElements" | "GatherND" | "Tile"
+            | "DepthToSpace" | "SpaceToDepth" => of(0)?,
+            "ConstantOfShape" => match roles
+                .attr("value")
+                .and_then(|a| eg[eg.find(a)].data.attr)
+                .map(|a| eg.analysis.attrs.get(a))
+                .and_then(|a| a.t.as_ref())
+            {
+                None => IntRange::new(0, 0),
+                Some(t) => tensor_range(&onnx_ref::Tensor::from_proto(t).ok()?)?,
+            },
+            "Add" => {
+                let (a, b) = (of(0)?, of(1)?);
+                IntRange::new(a.lo + b.lo, a.hi + b.hi).fits(ty)?
+            }
+            "Sub" => {
+                let (a, b) = (of(0)?, of(1)?);
+                IntRange::new(a.lo - b.hi, a.hi - b.lo).fits(ty)?
+            }
+            "Mul" => {
+                let (a, b) = (of(0)?, of(1)?);
+                let corners = [
+                    a.lo.checked_mul(b.lo)?,
+                    a.lo.checked_mul(b.hi)?,
+                    a.hi.checked_mul(b.lo)?,
+                    a.hi.checked_mul(b.hi)?,
+                ];
+                let lo = *corners.iter().min()?;
+                let hi = *corners.iter().max()?;
+                IntRange::new(lo, hi).fits(ty)?
+            }
+            "Div" => {
+                // Non-negative over positive: truncation and flooring agree.
+                let (a, b) = (of(0)?, of(1)?);
+                if a.lo < 0 || b.lo < 1 {
+                    return None;
+                }
+                IntRange::new(a.lo / b.hi, a.hi / b.lo)
+            }
+            "Neg" => {
+                let a = of(0)?;
+                IntRange::new(-a.hi, -a.lo).fits(ty)?
+            }
+            "Abs" => {
+                let a = of(0)?;
+                let m = a.lo.abs().max(a.hi.abs());
+                let lo = if a.lo <= 0 && a.hi >= 0 {
+                    0
+                } else {
+                    a.lo.abs().min(a.hi.abs())
+                };
+                IntRange::new(lo, m).fits(ty)?
+            }
+            "Relu" => {
+                let a = of(0)?;
+                IntRange::new(a.lo.max(0), a.hi.max(0))
+            }
+            "Max" | "Min" => {
+                let max = info.op_type == "Max";
+                let mut acc: Option<IntRange> = None;
+                for i in 0..inputs.len() {
+                    let r = of(i)?;
+                    acc = Some(match acc {
+                        None => r,
+                        Some(a) if max => IntRange::new(a.lo.max(r.lo), a.hi.max(r.hi)),
+                        Some(a) => IntRange::new(a.lo.min(r.lo), a.hi.min(r.hi)),
+                    });
+                }
+                acc?
+            }
+            "Clip" => {
+                // min(max(x, lo), hi); an absent bound does not clamp. Integer Clip has its
+                // bounds as inputs (opset 12 on).
+                let mut r = of(0)?;
+                if !absent(1) {
+                    let m = of(1)?;
+                    r = IntRange::new(r.lo.max(m.lo), r.hi.max(m.hi));
+                }
+                if !absent(2) {
+                    let m = of(2)?;
+                    r = IntRange::new(r.lo.min(m.lo), r.hi.min(m.hi));
+                }
+                r
+            }
+            "Cast" | "CastLike" => {
+                let r = of(0)?;
+                if r.within(ty) {
+                    r
+                } else {
+                    ty
+                }
+            }
+            _ => return None,
+        };
+        Some(r)
+    }
+}

@@ -172,11 +172,17 @@ impl Gen<'_> {
             return self.reject("a leaf over the size limit");
         }
         let random_const = self.ch.one_in(10);
+        // `nonneg(v)` / `in_range(v, a, b)`: v is a graph input clipped to the range (integer
+        // Clip needs opset 12), else a constant within it.
+        let range = var
+            .and_then(|v| hints.ranges.get(&v).copied())
+            .filter(|_| dtype.is_integer() && dtype != DType::Bool);
         let konst = lit.is_some()
             || opts.konst
             || opts.data.is_some()
             || var.is_some_and(|v| hints.consts.contains(&v))
-            || random_const;
+            || random_const
+            || (range.is_some() && self.opset < 12);
         let data = DataOpts {
             special: self.special && !konst && (self.special_ints || dtype.is_float()),
             positive: opts.positive,
@@ -189,6 +195,7 @@ impl Gen<'_> {
         let hinted = var
             .and_then(|v| hints.values.get(&v).copied())
             .and_then(|e| eval(self.rule, e, self));
+        let was_hinted = hinted.is_some();
         let tensor = if let Some(g) = hinted {
             let (vals, shape): (Option<Vec<f64>>, Vec<usize>) = match &g {
                 crate::hints::GVal::List(l) => {
@@ -218,6 +225,22 @@ impl Gen<'_> {
                 None => return self.reject(format!("cannot generate {}", dtype.name())),
             }
         };
+        let tensor = match range {
+            Some((lo, hi)) if konst && lit.is_none() && !was_hinted => {
+                let clamp = |x: i64| x.max(lo.unwrap_or(i64::MIN)).min(hi.unwrap_or(i64::MAX));
+                let vals = tensor.to_i64_vec().map_err(|e| Reject(e.to_string()))?;
+                let shape = tensor.shape().to_vec();
+                match crate::choice::int_tensor(
+                    dtype,
+                    &shape,
+                    vals.into_iter().map(clamp).collect(),
+                ) {
+                    Some(t) => t,
+                    None => return self.reject("cannot clamp a leaf to its range"),
+                }
+            }
+            _ => tensor,
+        };
         let base = match var {
             Some(v) => self.rule.var(v).name.clone(),
             None if konst => "c".to_string(),
@@ -235,10 +258,42 @@ impl Gen<'_> {
             data,
             container: None,
         });
+        let k = match range {
+            Some((lo, hi)) if !konst => self.clipped(k, dtype, lo, hi)?,
+            _ => k,
+        };
         if let Some(v) = var {
             self.env[v.0 as usize] = Some(Binding::Value(k));
         }
         Ok(k)
+    }
+
+    /// `Clip(x, lo, hi)` of value `x` (an absent side does not clamp): a computed value whose
+    /// range the engine's range facts see.
+    fn clipped(
+        &mut self,
+        x: usize,
+        dtype: DType,
+        lo: Option<i64>,
+        hi: Option<i64>,
+    ) -> Result<usize, Reject> {
+        let mut names = vec![self.values[x].name.clone()];
+        for (bound, base) in [(lo, "lo"), (hi, "hi")] {
+            match bound {
+                Some(b) => {
+                    let Some(t) = crate::choice::int_tensor(dtype, &[], vec![b]) else {
+                        return self.reject("cannot write a range bound");
+                    };
+                    let i = self.push_initializer(t, base);
+                    names.push(self.values[i].name.clone());
+                }
+                None => names.push(String::new()),
+            }
+        }
+        while names.last().is_some_and(|n| n.is_empty()) {
+            names.pop();
+        }
+        Ok(self.add_node("Clip", "", names, Vec::new(), 1, self.opset)?[0])
     }
 
     /// A constant whose every element equals the literal (a list literal: 1-D, those
