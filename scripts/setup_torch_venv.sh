@@ -73,14 +73,29 @@ pip=("$venv_dir/bin/python" -m pip install --quiet --disable-pip-version-check -
     nvidia-nccl-cu13==2.30.7 \
     nvidia-nvjitlink==13.5.37 \
     nvidia-nvshmem-cu13==3.7.2 \
-    nvidia-nvtx==13.2.86
+    nvidia-nvtx==13.2.86 \
+    `# transformers, for scripts/export_hf_decoders.py (4.46: its masks are plain torch ops,` \
+    `# which the TorchScript exporter traces; later versions build them with vmap)` \
+    transformers==4.46.3 \
+    huggingface_hub==0.36.2 \
+    tokenizers==0.20.3 \
+    safetensors==0.8.0 \
+    regex==2026.11.19 \
+    PyYAML==6.0.4 \
+    requests==2.34.2 \
+    tqdm==4.70.1 \
+    urllib3==2.8.0 \
+    idna==3.20 \
+    certifi==2026.10.19.post1 \
+    charset-normalizer==3.5.3 \
+    hf-xet==1.8.0
 
 "$venv_dir/bin/python" - <<'PY'
 import importlib.metadata as md
 import torch
 x = torch.randn(4, 4)
 assert torch.allclose(x @ torch.eye(4), x)
-for name in ("torch", "onnxscript", "onnx-ir", "onnx", "onnxruntime", "numpy"):
+for name in ("torch", "onnxscript", "onnx-ir", "onnx", "onnxruntime", "numpy", "transformers"):
     print(f"  {name}=={md.version(name)}")
 PY
 du -sh "$venv_dir" | sed 's/^/  size: /'

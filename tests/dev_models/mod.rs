@@ -65,6 +65,27 @@ fn optimized_zoo_models_compute_the_same() {
     insta::assert_snapshot!("zoo_models", summary);
 }
 
+/// The models of `tests/models/hf`: tiny transformers models exported by torch (Llama, Qwen2,
+/// Mistral, Phi-3 and Gemma decoders with a KV cache through both exporters, a ViT and a
+/// ConvNeXt through the TorchScript exporter at opsets 14 and 17), their norms and biases moved
+/// away from 0 and 1; held to the same checks as the development models.
+#[test]
+fn optimized_hf_exports_compute_the_same() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/hf");
+    let paths = models_under(&root);
+    assert!(
+        paths.len() >= 14,
+        "hf models missing under {}",
+        root.display()
+    );
+    let dims: BTreeMap<String, i64> = [("batch", 2), ("seq", 3), ("past", 4), ("total", 7)]
+        .map(|(k, v)| (k.to_string(), v))
+        .into();
+    let (summary, failures) = optimize_and_compare(&paths, &dims);
+    assert!(failures.is_empty(), "{failures:#?}");
+    insta::assert_snapshot!("hf_models", summary);
+}
+
 /// Optimizes each model (default folding, and folding without budget) and checks the result:
 /// no refused union, no growth (within the budget), the stored test data reproduced, and equal
 /// outputs on random inputs. Returns the summary of the budgeted runs and the failures.
