@@ -136,6 +136,12 @@ use Ty::{Any, Bool, DType, Dim, Int, List, Num, Value};
 /// Every built-in function, sorted by name.
 pub const BUILTINS: &[FuncSig] = &[
     sig(
+        "add_lists",
+        &[List, List],
+        List,
+        "[l[0] + m[0], l[1] + m[1], ...] for int lists of one length",
+    ),
+    sig(
         "all_equal",
         &[Any, Num],
         Bool,

@@ -410,6 +410,18 @@ impl Evaluator<'_> {
                 }
                 Some(Val::List((x..y).map(Val::Int).collect()))
             }
+            ("add_lists", [x, y]) => {
+                let (x, y) = (ints(x)?, ints(y)?);
+                if x.len() != y.len() {
+                    return None;
+                }
+                let sum: Option<Vec<Val>> = x
+                    .iter()
+                    .zip(&y)
+                    .map(|(a, b)| a.checked_add(*b).map(Val::Int))
+                    .collect();
+                Some(Val::List(sum?))
+            }
             ("concat", [x, y]) => {
                 let mut l = self.list(x.clone())?;
                 l.extend(self.list(y.clone())?);
