@@ -850,3 +850,85 @@ fn generated_version_steps_before_and_after() {
     assert!(missing.is_empty(), "no firing instance: {missing:?}");
     insta::assert_snapshot!(out);
 }
+
+/// How many nodes of `op_type` the model has, in its subgraphs too.
+fn count_op_deep(model: &onnx_proto::ModelProto, op_type: &str) -> usize {
+    fn in_graph(g: &onnx_proto::GraphProto, op_type: &str) -> usize {
+        g.node
+            .iter()
+            .map(|n| {
+                let here = usize::from(n.op_type.as_deref() == Some(op_type));
+                let nested: usize = n
+                    .attribute
+                    .iter()
+                    .flat_map(|a| a.g.iter().chain(&a.graphs))
+                    .map(|sub| in_graph(sub, op_type))
+                    .sum();
+                here + nested
+            })
+            .sum()
+    }
+    model.graph.as_ref().map_or(0, |g| in_graph(g, op_type))
+}
+
+/// `cast_noop` reads the input's type wherever it is known: from inference, inside an If's
+/// branches, and from value_info where no inference runs (a custom-domain op's output).
+#[test]
+fn cast_noop_sees_types_from_inference_subgraphs_and_value_info() {
+    let cases = [
+        (
+            "inside both branches of an If",
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x, bool c) => (float[2,3] y) {
+  y = If(c) <then_branch = t () => (float[2,3] a) {
+      e = Exp(x)
+      a = Cast <to = 1> (e)
+    }, else_branch = f () => (float[2,3] b) {
+      n = Neg(x)
+      m = Cast <to = 1> (n)
+      b = Cast <to = 1> (m)
+    }>
+}"#,
+        ),
+        (
+            "after a custom-domain op typed by value_info",
+            r#"<ir_version: 8, opset_import: ["" : 17, "com.foo" : 1]>
+g (float[2,3] x) => (float[2,3] y) <float[2,3] u> {
+  u = com.foo.Bar(x)
+  y = Cast <to = 1> (u)
+}"#,
+        ),
+        (
+            "after a custom-domain op typed by value_info in a branch",
+            r#"<ir_version: 8, opset_import: ["" : 17, "com.foo" : 1]>
+g (float[2,3] x, bool c) => (float[2,3] y) {
+  y = If(c) <then_branch = t () => (float[2,3] a) <float[2,3] u> {
+      u = com.foo.Bar(x)
+      a = Cast <to = 1> (u)
+    }, else_branch = f () => (float[2,3] b) {
+      b = Neg(x)
+    }>
+}"#,
+        ),
+        (
+            "a bool Cast to bool after Equal",
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x, float[2,3] z) => (bool[2,3] y) {
+  e = Equal(x, z)
+  y = Cast <to = 9> (e)
+}"#,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, text) in cases {
+        let (before, after) = optimize_text(text);
+        let (b, a) = (
+            count_op_deep(&before, "Cast"),
+            count_op_deep(&after, "Cast"),
+        );
+        if b == 0 || a != 0 {
+            failures.push(format!("{what}: {b} Cast before, {a} after (0 wanted)"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
