@@ -279,12 +279,133 @@ fn depthwise_avx<T: Real>(
     depthwise_impl(x, wts, w, n, c, m, out)
 }
 
+/// The padded pass ([`depthwise_padded`]) for 1-D and 2-D windows with finite weights, the
+/// row pass ([`depthwise_rows`]) otherwise: the same sums.
+#[inline(always)]
+fn depthwise_impl<T: Real>(
+    x: &[T],
+    wts: &[T],
+    w: &Window,
+    n: usize,
+    c: usize,
+    m: usize,
+    out: &mut [T],
+) {
+    if w.dims <= 2 && wts.iter().all(|v| num_traits::Float::is_finite(v.acc())) {
+        depthwise_padded(x, wts, w, n, c, m, out)
+    } else {
+        depthwise_rows(x, wts, w, n, c, m, out)
+    }
+}
+
+/// Output columns the padded depthwise pass computes at once (one AVX vector of f32).
+const DW_LANES: usize = 8;
+
+/// Depthwise convolution over a zero-padded copy of each channel (1-D and 2-D windows): every
+/// output element's taps are summed in registers, [`DW_LANES`] output columns at a time, in
+/// (row, column) order from zero, each tap `acc + weight · input` as in [`depthwise_rows`].
+/// A tap that falls in the padding adds `weight · 0 = ±0` where the row pass skips it: the
+/// same value, since the weight is finite and a sum from +0 is never -0 (`acc + ±0 == acc`).
+/// With a horizontal stride s, the padded rows are split into s phase rows (columns p, p+s,
+/// ...), so every tap reads a contiguous run.
+#[inline(always)]
+fn depthwise_padded<T: Real>(
+    x: &[T],
+    wts: &[T],
+    w: &Window,
+    n: usize,
+    c: usize,
+    m: usize,
+    out: &mut [T],
+) {
+    debug_assert!(w.dims <= 2);
+    let mult = m / c;
+    let [_, oh, ow] = w.output;
+    let [_, ih, iw] = w.input;
+    let [_, kh, kw] = w.kernel;
+    let [_, sh, sw] = w.stride;
+    let [_, dh, dw] = w.dilation;
+    let [_, pt, pl] = w.pad_begin;
+    let (ivol, pvol, kvol) = (ih * iw, oh * ow, kh * kw);
+    if pvol == 0 {
+        return;
+    }
+    // The padded rows and (per phase) columns some output reads, the last lanes of a row
+    // included.
+    let prows = (oh - 1) * sh + (kh - 1) * dh + 1;
+    let ow_lanes = ow.div_ceil(DW_LANES) * DW_LANES;
+    let qw = ow_lanes + (kw - 1) * dw / sw;
+    // Where tap (b, e) of output (0, 0) reads: padded row b·dh, column e·dw, which is column
+    // e·dw / sw of phase e·dw % sw.
+    let taps: Vec<usize> = (0..kh)
+        .flat_map(|b| (0..kw).map(move |e| (((e * dw) % sw * prows + b * dh) * qw) + e * dw / sw))
+        .collect();
+    // Padding is written once (zeros); the input part is overwritten for each channel.
+    let mut buf = vec![T::Acc::zero(); sw * prows * qw];
+    let mut wv = vec![T::Acc::zero(); kvol];
+    for ni in 0..n {
+        for ci in 0..c {
+            let xc = &x[(ni * c + ci) * ivol..][..ivol];
+            for (iy, src) in xc.chunks_exact(iw).enumerate() {
+                let r = pt + iy;
+                if r >= prows {
+                    break;
+                }
+                if sw == 1 {
+                    let row = &mut buf[r * qw..][..qw];
+                    let dst = row.get_mut(pl..).unwrap_or_default();
+                    for (d, v) in dst.iter_mut().zip(src) {
+                        *d = v.acc();
+                    }
+                    continue;
+                }
+                // Padded column j = pl + ix is column j / sw of phase j % sw.
+                for p in 0..sw.min(iw) {
+                    let j0 = pl + p;
+                    let row = &mut buf[((j0 % sw) * prows + r) * qw..][..qw];
+                    let dst = row.get_mut(j0 / sw..).unwrap_or_default();
+                    for (d, v) in dst.iter_mut().zip(src[p..].iter().step_by(sw)) {
+                        *d = v.acc();
+                    }
+                }
+            }
+            for j in 0..mult {
+                let o = ci * mult + j;
+                for (d, v) in wv.iter_mut().zip(&wts[o * kvol..(o + 1) * kvol]) {
+                    *d = v.acc();
+                }
+                let dst = &mut out[(ni * m + o) * pvol..][..pvol];
+                for (y, dst_row) in dst.chunks_exact_mut(ow).enumerate() {
+                    let row0 = y * sh * qw;
+                    for (x0, dst_lanes) in (0..ow_lanes)
+                        .step_by(DW_LANES)
+                        .zip(dst_row.chunks_mut(DW_LANES))
+                    {
+                        let mut acc = [T::Acc::zero(); DW_LANES];
+                        for (&t, &wt) in taps.iter().zip(&wv) {
+                            let src: &[T::Acc; DW_LANES] = buf[row0 + x0 + t..][..DW_LANES]
+                                .try_into()
+                                .expect("DW_LANES values");
+                            for (a, v) in acc.iter_mut().zip(src) {
+                                *a = *a + wt * *v;
+                            }
+                        }
+                        for (d, a) in dst_lanes.iter_mut().zip(&acc) {
+                            *d = T::from_acc(*a);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// For each kernel tap, the valid run of an output row gets `weight · input` added. With a
 /// horizontal stride s, each channel's rows are first split into s phase rows (columns p,
 /// p+s, p+2s, ...), so every tap reads a contiguous run. Column ranges per tap are computed
 /// once for all channels.
 #[inline(always)]
-fn depthwise_impl<T: Real>(
+fn depthwise_rows<T: Real>(
     x: &[T],
     wts: &[T],
     w: &Window,
@@ -923,5 +1044,85 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{input:?} {kernel:?} {stride:?}");
         }
+    }
+
+    /// The padded depthwise pass equals the row pass (and the direct sum in f32) bit for bit
+    /// for finite weights, in f32 and f16: rows of width 1, widths around and past the lane
+    /// count, strides 1 to 3, dilations, symmetric, one-sided and no pads, kernels wider than
+    /// the input, a channel multiplier, a batch, 1-D windows, NaN and infinite inputs, zero
+    /// and negative weights.
+    #[test]
+    fn padded_depthwise_equals_the_row_pass() {
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let mut cases = 0;
+        for (ih, iw) in [
+            (1, 1),
+            (2, 1),
+            (5, 3),
+            (3, 7),
+            (4, 8),
+            (6, 9),
+            (14, 14),
+            (7, 17),
+        ] {
+            for (kh, kw) in [(1, 1), (3, 3), (1, 3), (5, 5), (2, 3)] {
+                for (stride, dilation) in [(1, 1), (2, 1), (3, 1), (1, 2), (2, 2)] {
+                    for (pb, pe) in [((0, 0), (0, 0)), ((1, 1), (1, 1)), ((2, 0), (0, 3))] {
+                        let eff = |k: usize| dilation * (k - 1) + 1;
+                        if ih + pb.0 + pe.0 < eff(kh) || iw + pb.1 + pe.1 < eff(kw) {
+                            continue;
+                        }
+                        let one_d = ih == 1 && kh == 1 && pb.0 == 0 && pe.0 == 0;
+                        let w = if one_d {
+                            geometry(&[iw], &[kw], &[stride], &[dilation], (&[pb.1], &[pe.1]))
+                        } else {
+                            geometry(
+                                &[ih, iw],
+                                &[kh, kw],
+                                &[if stride == 3 { 1 } else { stride }, stride],
+                                &[dilation, dilation],
+                                (&[pb.0, pb.1], &[pe.0, pe.1]),
+                            )
+                        };
+                        let (n, c, m) = if cases % 3 == 0 { (2, 2, 4) } else { (1, 3, 3) };
+                        let (ivol, kvol, pvol) =
+                            (w.input_volume(), w.kernel_volume(), w.output_volume());
+                        let mut x = values(n * c * ivol, cases + 5);
+                        let mut wt = values(m * kvol, cases + 6);
+                        let (xl, wl) = (x.len(), wt.len());
+                        x[cases % xl] = f32::NAN;
+                        x[(cases * 7 + 3) % xl] = f32::NEG_INFINITY;
+                        wt[cases % wl] = 0.0;
+                        let mut fast = vec![0f32; n * m * pvol];
+                        depthwise_padded(&x, &wt, &w, n, c, m, &mut fast);
+                        let mut rows = vec![0f32; n * m * pvol];
+                        depthwise_rows(&x, &wt, &w, n, c, m, &mut rows);
+                        let what = format!(
+                            "{:?} {:?} {:?} {:?}",
+                            w.input, w.kernel, w.stride, w.pad_begin
+                        );
+                        assert_eq!(bits(&fast), bits(&rows), "{what}");
+                        let want = direct::<f32>(&x, &wt, &w, [n, c, m, c]);
+                        assert_eq!(bits(&fast), bits(&want), "{what}");
+                        let mut dispatched = vec![0f32; n * m * pvol];
+                        depthwise(&x, &wt, &w, n, c, m, &mut dispatched);
+                        assert_eq!(bits(&dispatched), bits(&want), "{what}");
+                        let (xh, wh): (Vec<half::f16>, Vec<half::f16>) = (
+                            x.iter().map(|&v| half::f16::from_f32(v)).collect(),
+                            wt.iter().map(|&v| half::f16::from_f32(v)).collect(),
+                        );
+                        let mut fast = vec![half::f16::ZERO; n * m * pvol];
+                        depthwise_padded(&xh, &wh, &w, n, c, m, &mut fast);
+                        let mut rows = vec![half::f16::ZERO; n * m * pvol];
+                        depthwise_rows(&xh, &wh, &w, n, c, m, &mut rows);
+                        let hbits =
+                            |v: &[half::f16]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(hbits(&fast), hbits(&rows), "f16 {what}");
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 400, "{cases} cases");
     }
 }

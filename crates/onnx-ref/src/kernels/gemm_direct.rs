@@ -230,6 +230,8 @@ mod tests {
             (33, 513, 3),
             (9, 20, 0),
             (100, 300, 50),
+            (68, 68, 196),
+            (136, 136, 49),
         ];
         for (case, &(m, k, n)) in shapes.iter().enumerate() {
             for beta in [0.0f32, 1.0, -2.5] {

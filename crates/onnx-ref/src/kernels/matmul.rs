@@ -124,6 +124,14 @@ const SMALL_M: usize = 4;
 /// Row counts up to which f32 GEMM (with `alpha == 1`, row-contiguous operands) runs
 /// unpacked in register tiles ([`gemm_direct`], the same sums as the packed path).
 const DIRECT_MAX_M: usize = 64;
+/// Up to this many rows, the unpacked path also takes a product whose left operand has at
+/// most `DIRECT_WIDE_MAX_MK` elements (it is reread for every strip of `NR` columns, from
+/// cache) and at most `DIRECT_WIDE_MAX_N` columns (over more, packing pays for itself): a
+/// grouped 1x1 Conv's groups (shufflenet's 68x68 and 136x136 weights over 196 and 49
+/// positions).
+const DIRECT_WIDE_MAX_M: usize = 160;
+const DIRECT_WIDE_MAX_MK: usize = 1 << 15;
+const DIRECT_WIDE_MAX_N: usize = 256;
 /// Above this many rows, the unpacked path only takes a right operand of at most
 /// `DIRECT_MAX_KN` elements: over a large one (a Conv's im2col columns), reading it in strided
 /// strips costs more than matrixmultiply's packing (resnet18's 64-channel layers).
@@ -311,7 +319,9 @@ impl GemmElem for f32 {
         if small_gemm_f32(m, k, n, alpha, a, b, beta, c).is_some() {
             return;
         }
-        if m <= DIRECT_MAX_M
+        let direct_rows = m <= DIRECT_MAX_M
+            || (m <= DIRECT_WIDE_MAX_M && m * k <= DIRECT_WIDE_MAX_MK && n <= DIRECT_WIDE_MAX_N);
+        if direct_rows
             && (m <= DIRECT_ANY_KN_M || k * n <= DIRECT_MAX_KN)
             && alpha == 1.0
             && a.cs == 1

@@ -275,13 +275,11 @@ fn affine_per_channel<T: Copy + std::ops::Mul<Output = T> + std::ops::Add<Output
     let xs = std
         .as_slice()
         .ok_or_else(|| RefError::op("input is not contiguous"))?;
-    let mut out = xs.to_vec();
+    let mut out = Vec::with_capacity(xs.len());
     if inner > 0 && c > 0 {
-        for (i, plane) in out.chunks_mut(inner).enumerate() {
+        for (i, plane) in xs.chunks(inner).enumerate() {
             let (a, shift) = coefs[i % c];
-            for v in plane {
-                *v = *v * a + shift;
-            }
+            out.extend(plane.iter().map(|&v| v * a + shift));
         }
     }
     array_from_vec(x.shape(), out)
