@@ -194,9 +194,9 @@ fn explain_says_which_part_of_the_pattern_or_guard_failed() {
 fn a_guard_written_in_rust_is_declared_checked_and_called() {
     use onnx_egraph::Val;
     use onnx_rules::{CheckOptions, GuardSig, Ty};
-    let text = "# r\n\n# Relu(x) == x where x is known non-negative (by a Rust guard)\nrule relu_of_nonneg [exact]:\n  Relu(x) => x\n  where nonneg(x)\n";
+    let text = "# r\n\n# Relu(x) == x where x is known non-negative (by a Rust guard)\nrule relu_of_nonneg [exact]:\n  Relu(x) => x\n  where known_nonneg(x)\n";
     let options = CheckOptions {
-        extra_guards: vec![GuardSig::new("nonneg", vec![Ty::Value], Ty::Bool)],
+        extra_guards: vec![GuardSig::new("known_nonneg", vec![Ty::Value], Ty::Bool)],
         ..Default::default()
     };
     // Without the declaration the checker refuses the call.
@@ -204,13 +204,22 @@ fn a_guard_written_in_rust_is_declared_checked_and_called() {
         onnx_rules::parse_rules("r.rules", text, &Default::default())
             .unwrap_err()
             .to_string()
-            .contains("unknown function `nonneg`")
+            .contains("unknown function `known_nonneg`")
     );
+    // A registered guard may not take a built-in's name (the built-in would silently win).
+    let clash = CheckOptions {
+        extra_guards: vec![GuardSig::new("nonneg", vec![Ty::Value], Ty::Bool)],
+        ..Default::default()
+    };
+    let err = onnx_rules::parse_rules("r.rules", &text.replace("known_nonneg", "nonneg"), &clash)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`nonneg` is a built-in function"), "{err}");
     let file = onnx_rules::parse_rules("r.rules", text, &options).unwrap();
     let mut set = RuleSet::new();
     set.add_file(file);
     // "non-negative": the value is produced by Abs (a toy analysis).
-    set.guards.register("nonneg", |ctx, args| {
+    set.guards.register("known_nonneg", |ctx, args| {
         let Val::Class(c) = args.first()? else {
             return None;
         };

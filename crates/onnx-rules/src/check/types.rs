@@ -229,6 +229,14 @@ pub(crate) fn expr_types(
             Expr::DType(_) => Ty::DType,
             Expr::Var(v) => var_ty(lw, res, *v),
             Expr::Call { func, args } => {
+                if builtin(func).is_some() && options.extra_guards.iter().any(|g| g.name == *func) {
+                    diags.push(Diagnostic::new(
+                        *span,
+                        format!(
+                            "`{func}` is a built-in function: a guard registered in Rust needs another name"
+                        ),
+                    ));
+                }
                 let sig: Option<(&[Ty], Ty)> = match builtin(func) {
                     Some(f) => Some((f.params, f.ret)),
                     None => options
