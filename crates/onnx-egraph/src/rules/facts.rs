@@ -104,6 +104,32 @@ fn node_bound(
     depth: usize,
     seen: &mut BTreeSet<Id>,
 ) -> Option<f64> {
+    let (op_type, roles) = standard_op(eg, n)?;
+    let inputs = roles.inputs();
+    let mut of = |i: usize| bound_at(eg, *inputs.get(i)?, depth - 1, seen);
+    match op_type {
+        "Where" => Some(of(1)?.max(of(2)?)),
+        "Concat" => (0..inputs.len()).try_fold(0.0f64, |m, i| Some(m.max(of(i)?))),
+        "Expand" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Transpose" | "Identity"
+        | "Slice" | "Gather" | "GatherElements" | "GatherND" | "Tile" => of(0),
+        "ConstantOfShape" => match fill_value(eg, &roles).ok()? {
+            // No value attribute: zeros.
+            None => Some(0.0),
+            Some(t) => tensor_bound(&t),
+        },
+        "Cast" => {
+            let m = of(0)?;
+            (m <= float_max(dtype)?).then_some(m)
+        }
+        _ => None,
+    }
+}
+
+/// The op type and roles of a default-domain operator e-node (`None` for anything else).
+fn standard_op<'a>(
+    eg: &'a OnnxEGraph,
+    n: &'a crate::lang::ONode,
+) -> Option<(&'a str, crate::build::Roles<'a>)> {
     let NodeKind::Op(op) = n.kind else {
         return None;
     };
@@ -111,29 +137,26 @@ fn node_bound(
     if !info.domain.is_empty() {
         return None;
     }
-    let roles = crate::build::Roles::new(info, &n.children);
-    let inputs = roles.inputs();
-    let mut of = |i: usize| bound_at(eg, *inputs.get(i)?, depth - 1, seen);
-    match info.op_type.as_str() {
-        "Where" => Some(of(1)?.max(of(2)?)),
-        "Concat" => (0..inputs.len()).try_fold(0.0f64, |m, i| Some(m.max(of(i)?))),
-        "Expand" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Transpose" | "Identity"
-        | "Slice" | "Gather" | "GatherElements" | "GatherND" | "Tile" => of(0),
-        "ConstantOfShape" => match roles
-            .attr("value")
-            .and_then(|a| eg[eg.find(a)].data.attr)
-            .map(|a| eg.analysis.attrs.get(a))
-            .and_then(|a| a.t.as_ref())
-        {
-            // No value attribute: zeros.
-            None => Some(0.0),
-            Some(t) => tensor_bound(&onnx_ref::Tensor::from_proto(t).ok()?),
-        },
-        "Cast" => {
-            let m = of(0)?;
-            (m <= float_max(dtype)?).then_some(m)
-        }
-        _ => None,
+    Some((
+        info.op_type.as_str(),
+        crate::build::Roles::new(info, &n.children),
+    ))
+}
+
+/// The fill of a `ConstantOfShape` (`Ok(None)`: no value attribute, zeros; `Err`: a value that
+/// cannot be read).
+fn fill_value(
+    eg: &OnnxEGraph,
+    roles: &crate::build::Roles<'_>,
+) -> Result<Option<onnx_ref::Tensor>, ()> {
+    match roles
+        .attr("value")
+        .and_then(|a| eg[eg.find(a)].data.attr)
+        .map(|a| eg.analysis.attrs.get(a))
+        .and_then(|a| a.t.as_ref())
+    {
+        None => Ok(None),
+        Some(t) => onnx_ref::Tensor::from_proto(t).map(Some).map_err(|_| ()),
     }
 }
 
@@ -288,14 +311,7 @@ impl RangeWalk<'_> {
 
     fn node(&mut self, n: &crate::lang::ONode, ty: IntRange, depth: usize) -> Option<IntRange> {
         let eg = self.eg;
-        let NodeKind::Op(op) = n.kind else {
-            return None;
-        };
-        let info = eg.analysis.ops.get(op);
-        if !info.domain.is_empty() {
-            return None;
-        }
-        let roles = crate::build::Roles::new(info, &n.children);
+        let (op_type, roles) = standard_op(eg, n)?;
         let inputs = roles.inputs();
         let absent = |i: usize| {
             inputs.get(i).is_none_or(|&x| {
@@ -307,7 +323,7 @@ impl RangeWalk<'_> {
         };
         let mut of = |i: usize| -> Option<IntRange> { self.class(*inputs.get(i)?, depth - 1) };
         let nonneg = IntRange::new(0, i64::MAX.into());
-        let r = match info.op_type.as_str() {
+        let r = match op_type {
             "Shape" | "Size" | "ArgMax" | "ArgMin" | "NonZero" => nonneg,
             "Where" => of(1)?.union(of(2)?),
             "Concat" => {
@@ -321,14 +337,9 @@ impl RangeWalk<'_> {
             "Expand" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Transpose"
             | "Identity" | "Slice" | "Gather" | "GatherElements" | "GatherND" | "Tile"
             | "DepthToSpace" | "SpaceToDepth" => of(0)?,
-            "ConstantOfShape" => match roles
-                .attr("value")
-                .and_then(|a| eg[eg.find(a)].data.attr)
-                .map(|a| eg.analysis.attrs.get(a))
-                .and_then(|a| a.t.as_ref())
-            {
+            "ConstantOfShape" => match fill_value(eg, &roles).ok()? {
                 None => IntRange::new(0, 0),
-                Some(t) => tensor_range(&onnx_ref::Tensor::from_proto(t).ok()?)?,
+                Some(t) => tensor_range(&t)?,
             },
             "Add" => {
                 let (a, b) = (of(0)?, of(1)?);
@@ -377,7 +388,7 @@ impl RangeWalk<'_> {
                 IntRange::new(a.lo.max(0), a.hi.max(0))
             }
             "Max" | "Min" => {
-                let max = info.op_type == "Max";
+                let max = op_type == "Max";
                 let mut acc: Option<IntRange> = None;
                 for i in 0..inputs.len() {
                     let r = of(i)?;
