@@ -150,6 +150,19 @@ pub fn extract_dag(
     root: Id,
     model: &dyn CostModel,
 ) -> Result<Selection, crate::EGraphError> {
+    extract_dag_keeping(egraph, root, model, &BTreeSet::new())
+}
+
+/// [`extract_dag`], where a tie between two nodes of a class goes to the one of the input's
+/// form: `original` holds (class, kind) of the input graph's operator nodes. `x / c` and the
+/// `x * (1/c)` it equals cost the same, and the Div is what onnxruntime's Gelu fusion matches.
+pub fn extract_dag_keeping(
+    egraph: &OnnxEGraph,
+    root: Id,
+    model: &dyn CostModel,
+    original: &BTreeSet<(Id, NodeKind)>,
+) -> Result<Selection, crate::EGraphError> {
+    let is_original = |c: Id, n: &ONode| original.contains(&(c, n.kind));
     let root = egraph.find(root);
     let mut classes: Vec<Id> = egraph.classes().map(|c| c.id).collect();
     classes.sort();
@@ -204,7 +217,12 @@ pub fn extract_dag(
             let total: f64 = set.iter().map(|(_, v)| v).sum();
             let better = match best.get(&c) {
                 None => true,
-                Some(b) => total < b.total - 1e-12,
+                Some(b) => {
+                    total < b.total - 1e-12
+                        || (total <= b.total + 1e-12
+                            && is_original(c, node)
+                            && !is_original(c, &b.node))
+                }
             };
             if better {
                 best.insert(

@@ -91,7 +91,9 @@ pub use analysis::{
 pub use build::RANDOM_OPS;
 pub use emit::{emit_graph, EmitOptions};
 pub use explain::{explain_rule, SiteReport, SiteVerdict};
-pub use extract::{extract_dag, legal_at, AtOpset, CostModel, Latency, NodeCount, Selection};
+pub use extract::{
+    extract_dag, extract_dag_keeping, legal_at, AtOpset, CostModel, Latency, NodeCount, Selection,
+};
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use lift::{lift_graph, opset_map, Lifted, Origin};
 pub use rewrite::{rewrite_model, CostKind, GraphReport, RewriteOptions, RewriteReport};

@@ -9,7 +9,7 @@ use onnx_ir::{Graph, Model};
 
 use crate::analysis::FoldOptions;
 use crate::emit::{emit_graph, EmitOptions};
-use crate::extract::{extract_dag, AtOpset, Latency, NodeCount};
+use crate::extract::{extract_dag_keeping, AtOpset, Latency, NodeCount};
 use crate::lang::NodeKind;
 use crate::lift::{lift_graph_in_scope, Lifted};
 use crate::saturate::{saturate, Phase, PhaseReport};
@@ -348,24 +348,36 @@ fn rewrite_graph(
             });
         }
     }
+    // The input's own nodes, by class: extraction keeps their form on a tie.
+    let original: std::collections::BTreeSet<(egg::Id, NodeKind)> = lifted
+        .origins
+        .iter()
+        .filter_map(|o| {
+            let c = lifted.egraph.lookup(o.enode.clone())?;
+            Some((lifted.egraph.find(c), o.enode.kind))
+        })
+        .collect();
+    let (eg, root) = (&lifted.egraph, lifted.root);
     let sel = match (options.cost, options.target_opset) {
-        (CostKind::Latency, None) => extract_dag(&lifted.egraph, lifted.root, &Latency)?,
-        (CostKind::NodeCount, None) => extract_dag(&lifted.egraph, lifted.root, &NodeCount)?,
-        (CostKind::Latency, Some(target)) => extract_dag(
-            &lifted.egraph,
-            lifted.root,
+        (CostKind::Latency, None) => extract_dag_keeping(eg, root, &Latency, &original)?,
+        (CostKind::NodeCount, None) => extract_dag_keeping(eg, root, &NodeCount, &original)?,
+        (CostKind::Latency, Some(target)) => extract_dag_keeping(
+            eg,
+            root,
             &AtOpset {
                 inner: Latency,
                 target,
             },
+            &original,
         )?,
-        (CostKind::NodeCount, Some(target)) => extract_dag(
-            &lifted.egraph,
-            lifted.root,
+        (CostKind::NodeCount, Some(target)) => extract_dag_keeping(
+            eg,
+            root,
             &AtOpset {
                 inner: NodeCount,
                 target,
             },
+            &original,
         )?,
     };
     let out = emit_graph(

@@ -315,7 +315,9 @@ fn logical_parameters_are_attributes_at_every_opset() {
             "<ir_version: 8, opset_import: [\"\" : {opset}]>\n g (float[2,3] x) => (float[2,1,3] y) {{\n {body}\n }}"
         );
         let (ops, report, _) = run(&set, &model(&text));
-        assert_eq!(ops, ["Unsqueeze", "Relu"], "opset {opset}");
+        // Both forms cost the same, and a tie keeps the input's; the firing shows the right
+        // side was built (a build that fails is a refusal, not a firing).
+        assert_eq!(ops, ["Relu", "Unsqueeze"], "opset {opset}");
         assert_eq!(
             report.main.phases[0].firings.get("unsqueeze_relu_swap"),
             Some(&1),
