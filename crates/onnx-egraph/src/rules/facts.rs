@@ -44,20 +44,7 @@ fn float_max(d: DType) -> Option<f64> {
 
 /// Largest magnitude an integer or bool type holds.
 fn int_max(d: DType) -> Option<f64> {
-    Some(match d {
-        DType::Bool => 1.0,
-        DType::Int2 | DType::Uint2 => 4.0,
-        DType::Int4 | DType::Uint4 => 16.0,
-        DType::Int8 => 128.0,
-        DType::Uint8 => 255.0,
-        DType::Int16 => 32768.0,
-        DType::Uint16 => 65535.0,
-        DType::Int32 => 2147483648.0,
-        DType::Uint32 => 4294967295.0,
-        DType::Int64 => 9223372036854775808.0,
-        DType::Uint64 => 18446744073709551615.0,
-        _ => return None,
-    })
+    type_range(d).map(|r| r.lo.abs().max(r.hi) as f64)
 }
 
 /// Largest magnitude of the values of `t`, NaN ignored; `None` when one is infinite.
