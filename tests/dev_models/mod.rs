@@ -86,6 +86,25 @@ fn optimized_hf_exports_compute_the_same() {
     insta::assert_snapshot!("hf_models", summary);
 }
 
+/// The models of `tests/models/peers`: the graphs of the peer optimizers' own pass tests
+/// (onnxoptimizer, onnxscript's rewriter, onnxslim; `scripts/make_peer_pass_models.py`), held
+/// to the same checks as the development models. The snapshot records what each ends as; the
+/// peers' counts are in that folder's README.
+#[test]
+fn optimized_peer_pass_models_compute_the_same() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/peers");
+    let paths = models_under(&root);
+    assert!(
+        paths.len() >= 20,
+        "peer pass-test models missing under {}",
+        root.display()
+    );
+    let dims: BTreeMap<String, i64> = [("N".to_string(), 3)].into();
+    let (summary, failures) = optimize_and_compare(&paths, &dims);
+    assert!(failures.is_empty(), "{failures:#?}");
+    insta::assert_snapshot!("peer_pass_models", summary);
+}
+
 /// Optimizes each model (default folding, and folding without budget) and checks the result:
 /// no refused union, no growth (within the budget), the stored test data reproduced, and equal
 /// outputs on random inputs. Returns the summary of the budgeted runs and the failures.

@@ -728,6 +728,53 @@ g (float[1,4,3,8] q, float[1,2,5,8] k, float[1,2,5,8] v) => (float[1,4,3,8] y) {
             "Expand",
             2,
         ),
+        (
+            "ScatterND whose constant row indices are a permutation, not 0..n-1",
+            r#"<ir_version: 8, opset_import: ["" : 16]>
+g (float[3,2] t, float[3,2] u) => (float[3,2] y) {
+  i = Constant <value = int64[3,1] {1, 0, 2}> ()
+  y = ScatterND(t, i, u)
+}"#,
+            "ScatterND",
+            1,
+        ),
+        (
+            "ScatterND over Range(0, 3) into 4 rows",
+            r#"<ir_version: 8, opset_import: ["" : 18]>
+g (float[4,2] t, float[3,2] u) => (float[4,2] y) {
+  zero = Constant <value = int64 {0}> ()
+  one = Constant <value = int64 {1}> ()
+  n = Constant <value = int64 {3}> ()
+  r = Range(zero, n, one)
+  ax = Constant <value = int64[1] {-1}> ()
+  i = Unsqueeze(r, ax)
+  y = ScatterND(t, i, u)
+}"#,
+            "ScatterND",
+            1,
+        ),
+        (
+            "channels-first LayerNorm whose scale is per position, not per channel",
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,4,3] x) => (float[2,4,3] y) {
+  ax = Constant <value = int64[1] {1}> ()
+  two = Constant <value = float {2.0}> ()
+  eps = Constant <value = float {0.00001}> ()
+  g = Constant <value = float[4,3] {1.0, 2.0, 0.5, 1.25, 1.0, 2.0, 0.5, 1.25, 1.0, 2.0, 0.5, 1.25}> ()
+  b = Constant <value = float[4,1] {0.0, 0.1, -0.2, 0.3}> ()
+  m = ReduceMean <axes = [1]> (x)
+  d = Sub(x, m)
+  p = Pow(d, two)
+  v = ReduceMean <axes = [1]> (p)
+  ve = Add(v, eps)
+  s = Sqrt(ve)
+  n = Div(d, s)
+  gm = Mul(n, g)
+  y = Add(gm, b)
+}"#,
+            "ReduceMean",
+            2,
+        ),
     ];
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");

@@ -147,6 +147,21 @@ pub fn halves_equal(eg: &OnnxEGraph, k: ConstId) -> Option<bool> {
     }))
 }
 
+/// Whether constant `k`'s elements, in order, are 0, 1, ..., n - 1 (`counts_up`): the indices
+/// of every row, as ScatterND and Gather take them. Constants over 1 MiB are not read.
+pub fn counts_up(eg: &OnnxEGraph, k: ConstId) -> Option<bool> {
+    let e = eg.analysis.consts.get(k);
+    if e.bytes > 1 << 20 {
+        return None;
+    }
+    let t = onnx_ref::Tensor::from_proto(&e.tensor).ok()?;
+    if t.dtype().is_float() || t.dtype() == onnx_ref::DType::Bool {
+        return Some(false);
+    }
+    let vals = t.to_i64_vec().ok()?;
+    Some(vals.iter().zip(0i64..).all(|(&v, i)| v == i))
+}
+
 fn elements(t: &onnx_ref::Tensor) -> Option<Vec<Val>> {
     let dt = t.dtype();
     if dt == onnx_ref::DType::Bool {

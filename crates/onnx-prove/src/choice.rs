@@ -122,6 +122,8 @@ pub(crate) struct DataOpts {
     pub avoid: Option<f64>,
     /// The last axis is two equal halves (a rotary table: `Concat(f, f)`).
     pub halves: bool,
+    /// The elements are 0, 1, ..., n - 1 in order (row indices: `counts_up`).
+    pub counts: bool,
 }
 
 /// The words string tensors are drawn from: empty, mixed case, inner and outer whitespace,
@@ -185,6 +187,9 @@ pub(crate) fn random_tensor(
         if o.halves {
             mirror_halves(&mut vals, shape);
         }
+        if o.counts {
+            vals = (0..n).map(|i| i as f64).collect();
+        }
         return float_tensor(dtype, shape, vals);
     }
     let mut ints: Vec<i64> = (0..n)
@@ -211,6 +216,9 @@ pub(crate) fn random_tensor(
         .collect();
     if o.halves {
         mirror_halves(&mut ints, shape);
+    }
+    if o.counts {
+        ints = (0..n as i64).collect();
     }
     int_tensor(dtype, shape, ints)
 }

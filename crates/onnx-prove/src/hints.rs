@@ -1,9 +1,9 @@
 //! What a rule's guard says about the instances it accepts, read before any instance is built:
 //! which value variables must be constants (`is_const`, `is_static`, `value`, `all_equal`,
-//! `any_equal`, `halves_equal`) or must not be (`!is_const(s)`: computed from a shape), and
+//! `any_equal`, `halves_equal`, `counts_up`) or must not be (`!is_const(s)`: computed from a shape), and
 //! generation hints from the guard's top-level conjunction (`rank(v) == E`, `dim(v, i) == E`,
 //! `t == E` for an attribute variable, `is_identity(p)`, `all_equal(p, 0)`,
-//! `!any_equal(s, 0)`, `halves_equal(v)`, `len(value(a)) == n`, `normalize_axes(a, r) == E`). A hint is applied
+//! `!any_equal(s, 0)`, `halves_equal(v)`, `counts_up(v)`, `len(value(a)) == n`, `normalize_axes(a, r) == E`). A hint is applied
 //! when its right side can be evaluated from what the generator has already built; guards are
 //! still evaluated by the engine, so a hint only raises the chance that the rule fires.
 
@@ -97,6 +97,8 @@ pub(crate) struct Hints {
     pub avoid: BTreeMap<VarId, f64>,
     /// `halves_equal(v)`: the last axis is two equal halves.
     pub halves: BTreeSet<VarId>,
+    /// `counts_up(v)`: v's elements are 0, 1, ..., n - 1.
+    pub counts: BTreeSet<VarId>,
     /// `len(value(a)) == E` / `len(a) == E`.
     pub len: BTreeMap<VarId, ExprId>,
     /// `value(v) == E` for a value variable: v is the constant E (a scalar or a 1-D list).
@@ -120,6 +122,7 @@ impl Hints {
                         | "all_equal"
                         | "any_equal"
                         | "halves_equal"
+                        | "counts_up"
                         | "finite"
                 );
                 if let (true, Some(&a)) = (needs_const, args.first()) {
@@ -188,6 +191,7 @@ impl Hints {
                     }
                 }
                 ("halves_equal", [v]) => self.halves.extend(var_of(*v)),
+                ("counts_up", [v]) => self.counts.extend(var_of(*v)),
                 ("nonneg", [v]) => {
                     if let Some(v) = var_of(*v) {
                         self.ranges.insert(v, (Some(0), None));

@@ -154,6 +154,12 @@ pub const BUILTINS: &[FuncSig] = &[
         "some element of constant v (or of a parameter's value) equals x",
     ),
     sig(
+        "as_dim",
+        &[Value],
+        Dim,
+        "an integer scalar v as a dim: its constant value, or the dim of the graph it is known to equal (by name)",
+    ),
+    sig(
         "broadcasts_to",
         &[Value, List],
         Bool,
@@ -161,6 +167,12 @@ pub const BUILTINS: &[FuncSig] = &[
     ),
     sig("compose", &[List, List], List, "[q[p[0]], q[p[1]], ...]"),
     sig("concat", &[List, List], List, "l followed by m"),
+    sig(
+        "counts_up",
+        &[Value],
+        Bool,
+        "constant v's elements, in order, are 0, 1, ..., numel(v) - 1",
+    ),
     sig(
         "dim",
         &[Value, Int],
@@ -272,6 +284,7 @@ pub const BUILTINS: &[FuncSig] = &[
         List,
         "a Reshape target for shape vector s over x: 0 where s copies x's dim, one -1",
     ),
+    sig("reversed", &[List], List, "the list in reverse order"),
     sig(
         "root",
         &[],

@@ -288,6 +288,24 @@ impl Evaluator<'_> {
                     vals.iter().any(eq)
                 })
             }
+            ("as_dim", [v]) => {
+                let c = eg.find(Self::class(v)?);
+                if let Some(k) = eg[c].data.constant {
+                    return match const_val(eg, k)? {
+                        Val::Int(i) => Some(Val::Int(i)),
+                        Val::List(l) if l.len() == 1 => Some(Val::Int(l[0].as_int()?)),
+                        _ => None,
+                    };
+                }
+                match eg[c].data.sym.as_deref()? {
+                    [d] => dim_val(d),
+                    _ => None,
+                }
+            }
+            ("counts_up", [v]) => b(crate::value::counts_up(
+                eg,
+                eg[Self::class(v)?].data.constant?,
+            )?),
             ("halves_equal", [v]) => b(crate::value::halves_equal(
                 eg,
                 eg[Self::class(v)?].data.constant?,
@@ -483,6 +501,11 @@ impl Evaluator<'_> {
                     return None;
                 }
                 Some(Val::List(out))
+            }
+            ("reversed", [l]) => {
+                let mut v = self.list(l.clone())?;
+                v.reverse();
+                Some(Val::List(v))
             }
             ("sorted", [l]) => {
                 let mut v = ints(l)?;

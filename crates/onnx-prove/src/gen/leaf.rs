@@ -190,6 +190,7 @@ impl Gen<'_> {
             fill: var.and_then(|v| hints.fill.get(&v).copied()),
             avoid: var.and_then(|v| hints.avoid.get(&v).copied()),
             halves: var.is_some_and(|v| hints.halves.contains(&v)),
+            counts: var.is_some_and(|v| hints.counts.contains(&v)),
         };
         // `hint value(v) == E`: the constant E itself (before what the op's plan chose).
         let hinted = var

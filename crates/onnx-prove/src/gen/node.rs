@@ -156,7 +156,7 @@ impl Gen<'_> {
 
     /// A computed int64 vector equal to `v` (non-negative ints): `Shape` of a new graph input
     /// of that shape, so that the engine sees it symbolically.
-    pub(super) fn shape_of_input(&mut self, v: &AVal) -> Result<usize, Reject> {
+    pub(crate) fn shape_of_input(&mut self, v: &AVal) -> Result<usize, Reject> {
         let dims = match v.as_ints() {
             Some(d) if d.iter().all(|&x| x >= 0) => d,
             _ => return self.reject("a computed shape with negative entries"),

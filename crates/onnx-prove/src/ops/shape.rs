@@ -5,7 +5,7 @@
 use onnx_ref::{DType, Tensor};
 
 use super::normalize;
-use crate::gen::{AVal, Gen, LeafOpts, OpCall, Reject};
+use crate::gen::{AVal, Binding, Gen, LeafOpts, OpCall, Reject, Slot};
 
 impl Gen<'_> {
     pub(super) fn plan_transpose(&mut self, c: &mut OpCall) -> Result<(), Reject> {
@@ -291,6 +291,16 @@ impl Gen<'_> {
             } else {
                 d as i64
             });
+        }
+        // A computed target (`!is_const(s)`) is the Shape of a graph input of that shape.
+        if let Some(Slot::Free { var: Some(v), .. }) = c.inputs.get(1) {
+            let v = *v;
+            if self.hints.nonconst.contains(&v) {
+                let k = self.shape_of_input(&AVal::Ints(t))?;
+                self.env[v.0 as usize] = Some(Binding::Value(k));
+                c.inputs[1] = Slot::Known(k);
+                return Ok(());
+            }
         }
         let data = Tensor::from_vec(&[t.len()], t.clone()).ok();
         let opts = LeafOpts {
