@@ -56,8 +56,8 @@ inisis/OnnxSlim tests/*.py):
 
 Run (from the repository root; the peers venv: onnx 1.23.2, onnxruntime 1.31.1, numpy 2.4.6):
 
-    /work/venv-peers/bin/python scripts/make_peer_pass_models.py [--out DIR] [--only NAME ...]
-    /work/venv-peers/bin/python scripts/make_peer_pass_models.py --peers   # no writing: check
+    target/venv-peers/bin/python scripts/make_peer_pass_models.py [--out DIR] [--only NAME ...]
+    target/venv-peers/bin/python scripts/make_peer_pass_models.py --peers   # no writing: check
         the written models (onnxruntime reproduces the stored outputs), run onnxsim, onnxslim and
         onnxoptimizer on each, print a Markdown table of node counts
 
