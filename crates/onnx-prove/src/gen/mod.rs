@@ -42,6 +42,8 @@ pub(crate) enum AVal {
     Floats(Vec<f64>),
     Str(String),
     Strs(Vec<String>),
+    /// A tensor-valued attribute (ConstantOfShape's `value`).
+    Tensor(Box<onnx_proto::TensorProto>),
     Absent,
 }
 
@@ -97,7 +99,8 @@ impl AVal {
             AVal::Floats(l) => GVal::List(l.iter().map(|&f| GVal::Float(f)).collect()),
             AVal::Str(s) => GVal::Str(s.clone()),
             AVal::Strs(l) => GVal::List(l.iter().map(|s| GVal::Str(s.clone())).collect()),
-            AVal::Absent => GVal::Absent,
+            // Hints do not read tensor-valued attributes.
+            AVal::Tensor(_) | AVal::Absent => GVal::Absent,
         }
     }
 

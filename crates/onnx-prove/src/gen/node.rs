@@ -70,7 +70,7 @@ impl Gen<'_> {
                     int_tensor(dtype, &[], vec![x.round() as i64])
                 }
             }
-            AVal::Str(_) | AVal::Strs(_) | AVal::Absent => None,
+            AVal::Str(_) | AVal::Strs(_) | AVal::Tensor(_) | AVal::Absent => None,
         };
         match t {
             Some(t) => Ok(t),
@@ -369,6 +369,7 @@ fn to_attribute(name: &str, ty: AttributeType, v: &AVal) -> Option<AttributeProt
         }
         (AttributeType::Floats, AVal::Float(f)) => a.floats = vec![*f as f32],
         (AttributeType::String, AVal::Str(s)) => a.s = Some(s.clone().into_bytes().into()),
+        (AttributeType::Tensor, AVal::Tensor(t)) => a.t = Some((**t).clone()),
         (AttributeType::Strings, AVal::Strs(l)) => {
             a.strings = l.iter().map(|s| s.clone().into_bytes().into()).collect()
         }

@@ -280,6 +280,7 @@ impl Gen<'_> {
             "ratio" => AVal::Float(self.ch.pick(&[0.5, 0.1, 0.25])),
             "min" => AVal::Float(self.ch.pick(&[-1.0, 0.0, -0.5])),
             "max" => AVal::Float(self.ch.pick(&[1.0, 0.5, 6.0])),
+            "value" if c.op_type == "ConstantOfShape" => self.fill_value(),
             "value" => AVal::Float(self.ch.pick(&[0.0, 1.5, -1.0])),
             "pads" => AVal::Ints((0..2 * r).map(|_| self.ch.pick(&[0, 0, 1, 2])).collect()),
             "k" => AVal::Int(1),
@@ -315,6 +316,35 @@ impl Gen<'_> {
                     _ => AVal::Absent,
                 }
             }
+        }
+    }
+
+    /// ConstantOfShape's `value`: a one-element tensor of a common element type, its value
+    /// ordinary or special (NaN, infinities, -0, the integer type's extremes).
+    fn fill_value(&mut self) -> AVal {
+        let dtype = self.ch.pick(&[
+            self.dtype,
+            DType::Float,
+            DType::Double,
+            DType::Float16,
+            DType::Int64,
+            DType::Int32,
+            DType::Int8,
+            DType::Uint8,
+            DType::Bool,
+        ]);
+        let t = if dtype.is_float() {
+            let x = self
+                .ch
+                .pick(&[1.5, -2.25, 0.0, -0.0, f64::NAN, f64::INFINITY, 65504.0, 1e6]);
+            float_tensor(dtype, &[1], vec![x])
+        } else {
+            let x = self.ch.pick(&[3, -7, 0, 1, i64::MAX, i64::MIN, 300]);
+            int_tensor(dtype, &[1], vec![x])
+        };
+        match t {
+            Some(t) => AVal::Tensor(Box::new(t.to_proto("value"))),
+            None => AVal::Absent,
         }
     }
 
