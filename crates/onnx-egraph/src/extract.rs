@@ -262,7 +262,15 @@ pub fn extract_dag_keeping(
             "the greedy extraction is cyclic".into(),
         ));
     };
-    share_better(egraph, root, model, &best, &mut choice, &mut cost);
+    share_better(
+        egraph,
+        root,
+        model,
+        &best,
+        &is_original,
+        &mut choice,
+        &mut cost,
+    );
     Ok(Selection { choice, cost })
 }
 
@@ -335,6 +343,7 @@ fn share_better(
     root: Id,
     model: &dyn CostModel,
     best: &BTreeMap<Id, Best>,
+    is_original: &dyn Fn(Id, &ONode) -> bool,
     choice: &mut BTreeMap<Id, ONode>,
     cost: &mut f64,
 ) {
@@ -348,6 +357,7 @@ fn share_better(
             let Some(current) = choice.get(&c).cloned() else {
                 continue; // no longer reachable after an earlier switch
             };
+            let mut pick: Option<(f64, ONode)> = None;
             for node in &egraph[c].nodes {
                 if *node == current || !model.node_cost(egraph, c, node).is_finite() {
                     continue;
@@ -371,21 +381,38 @@ fn share_better(
                 }
                 trials += 1;
                 if trials > MAX_TRIALS {
-                    return;
+                    break;
                 }
-                let over = Some((c, node));
-                let t = selection_cost(egraph, root, model, best, choice, over, None);
-                if t.is_some_and(|t| t < *cost - 1e-9) {
-                    let mut next = BTreeMap::new();
-                    let t =
-                        selection_cost(egraph, root, model, best, choice, over, Some(&mut next));
-                    if let Some(t) = t {
-                        *choice = next;
-                        *cost = t;
-                        improved = true;
-                        break;
+                let Some(t) =
+                    selection_cost(egraph, root, model, best, choice, Some((c, node)), None)
+                else {
+                    continue;
+                };
+                // The cheapest switch of this class; on a tie, the input's own node.
+                let wins = match &pick {
+                    None => t < *cost - 1e-9,
+                    Some((u, prev)) => {
+                        t < u - 1e-9
+                            || (t <= u + 1e-9 && is_original(c, node) && !is_original(c, prev))
                     }
+                };
+                if wins {
+                    pick = Some((t, node.clone()));
                 }
+            }
+            if let Some((_, node)) = pick {
+                let mut next = BTreeMap::new();
+                let over = Some((c, &node));
+                if let Some(t) =
+                    selection_cost(egraph, root, model, best, choice, over, Some(&mut next))
+                {
+                    *choice = next;
+                    *cost = t;
+                    improved = true;
+                }
+            }
+            if trials > MAX_TRIALS {
+                return;
             }
         }
         if !improved {

@@ -282,3 +282,41 @@ fn unused_trailing_outputs_do_not_stop_a_rule() {
     );
     assert_eq!(ops, ["Dropout", "Relu"]);
 }
+
+#[test]
+fn extraction_keeps_the_input_form_when_sharing_picks_between_equal_switches() {
+    // x / s and x * (1/s) cost the same; the folded product (a second MatMul) is cheaper for the
+    // Div's class alone, so the greedy pass takes it, and the pass that shares x must switch back:
+    // between its equal switches it takes the input's Div (the form onnxruntime's Gelu fusion
+    // matches), not the first it tries.
+    let r = "# t\n\n# x / s == x * (1 / s)\nrule div_to_mul:\n  Div(x, s) => Mul(x, Div(1, s))\n  where is_const(s) && rank(s) == 0\n\n# (MatMul(a, b) + c) * s == MatMul(a, b * s) + c * s\nrule fold_scale:\n  Mul(Add(MatMul(a, b), c), s) => Add(MatMul(a, Mul(b, s)), Mul(c, s))\n  where is_const(b) && is_const(c) && is_const(s) && rank(s) == 0 && rank(b) == 2 && rank(c) == 1\n";
+    let (ops, report, _) = run(
+        r,
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2,3] a) => (float[2,2] y) {
+            w = Constant <value = float[3,2] {0.5, -1.0, 2.0, 0.25, -0.75, 1.5}> ()
+            c = Constant <value = float[2] {0.1, -0.2}> ()
+            s = Constant <value = float {1.4142135}> ()
+            q = Mul(a, a)
+            m = MatMul(q, w)
+            x = Add(m, c)
+            d = Div(x, s)
+            e = Erf(d)
+            y = Mul(x, e)
+        }"#,
+    );
+    let fired = |name: &str| {
+        report
+            .main
+            .phases
+            .iter()
+            .any(|p| p.firings.get(name).is_some_and(|&n| n > 0))
+    };
+    assert!(
+        fired("div_to_mul") && fired("fold_scale"),
+        "{:?}",
+        report.main.phases
+    );
+    // (A Mul comes first in the graph, so the Mul form is the first switch tried.)
+    assert_eq!(ops, ["Mul", "MatMul", "Add", "Div", "Erf", "Mul"]);
+}
