@@ -45,24 +45,13 @@ fn optimized_dev_models_compute_the_same() {
 /// float16), held to the same checks as the development models.
 #[test]
 fn optimized_zoo_models_compute_the_same() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/zoo");
-    let paths = models_under(&root);
-    assert!(
-        paths.len() >= 9,
-        "zoo models missing under {}",
-        root.display()
-    );
-    let dims: BTreeMap<String, i64> = [
+    let dims = [
         ("batch", 2),
         ("seq", 8),
         ("encoder_sequence", 8),
         ("decoder_sequence", 6),
-    ]
-    .map(|(k, v)| (k.to_string(), v))
-    .into();
-    let (summary, failures) = optimize_and_compare(&paths, &dims);
-    assert!(failures.is_empty(), "{failures:#?}");
-    insta::assert_snapshot!("zoo_models", summary);
+    ];
+    insta::assert_snapshot!("zoo_models", model_set("zoo", 9, &dims));
 }
 
 /// The models of `tests/models/hf`: tiny transformers models exported by torch (Llama, Qwen2,
@@ -71,19 +60,8 @@ fn optimized_zoo_models_compute_the_same() {
 /// away from 0 and 1; held to the same checks as the development models.
 #[test]
 fn optimized_hf_exports_compute_the_same() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/hf");
-    let paths = models_under(&root);
-    assert!(
-        paths.len() >= 14,
-        "hf models missing under {}",
-        root.display()
-    );
-    let dims: BTreeMap<String, i64> = [("batch", 2), ("seq", 3), ("past", 4), ("total", 7)]
-        .map(|(k, v)| (k.to_string(), v))
-        .into();
-    let (summary, failures) = optimize_and_compare(&paths, &dims);
-    assert!(failures.is_empty(), "{failures:#?}");
-    insta::assert_snapshot!("hf_models", summary);
+    let dims = [("batch", 2), ("seq", 3), ("past", 4), ("total", 7)];
+    insta::assert_snapshot!("hf_models", model_set("hf", 14, &dims));
 }
 
 /// The models of `tests/models/peers`: the graphs of the peer optimizers' own pass tests
@@ -92,17 +70,27 @@ fn optimized_hf_exports_compute_the_same() {
 /// peers' counts are in that folder's README.
 #[test]
 fn optimized_peer_pass_models_compute_the_same() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/peers");
+    insta::assert_snapshot!("peer_pass_models", model_set("peers", 20, &[("N", 3)]));
+}
+
+/// The models of `tests/models/<dir>` (at least `min` of them), each through
+/// [`optimize_and_compare`] with the symbolic dims `dims`; panics on a failure, returns the
+/// summary for the set's snapshot.
+fn model_set(dir: &str, min: usize, dims: &[(&str, i64)]) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/models")
+        .join(dir);
     let paths = models_under(&root);
     assert!(
-        paths.len() >= 20,
-        "peer pass-test models missing under {}",
-        root.display()
+        paths.len() >= min,
+        "models missing under {}: {} of at least {min}",
+        root.display(),
+        paths.len()
     );
-    let dims: BTreeMap<String, i64> = [("N".to_string(), 3)].into();
+    let dims: BTreeMap<String, i64> = dims.iter().map(|&(k, v)| (k.to_string(), v)).collect();
     let (summary, failures) = optimize_and_compare(&paths, &dims);
     assert!(failures.is_empty(), "{failures:#?}");
-    insta::assert_snapshot!("peer_pass_models", summary);
+    summary
 }
 
 /// Optimizes each model (default folding, and folding without budget) and checks the result:

@@ -117,11 +117,7 @@ impl Gen<'_> {
                 Loc::Input(k) => {
                     let computed = a.var.filter(|v| self.hints.nonconst.contains(v));
                     let idx = match computed {
-                        Some(var) => {
-                            let idx = self.shape_of_input(&v)?;
-                            self.env[var.0 as usize] = Some(Binding::Value(idx));
-                            idx
-                        }
+                        Some(var) => self.bind_shape_of_input(var, &v)?,
                         None => {
                             let t = self.param_tensor(c, *k, &v, &a.name)?;
                             let name = self.fresh_name(&a.name);
@@ -156,7 +152,7 @@ impl Gen<'_> {
 
     /// A computed int64 vector equal to `v` (non-negative ints): `Shape` of a new graph input
     /// of that shape, so that the engine sees it symbolically.
-    pub(crate) fn shape_of_input(&mut self, v: &AVal) -> Result<usize, Reject> {
+    pub(super) fn shape_of_input(&mut self, v: &AVal) -> Result<usize, Reject> {
         let dims = match v.as_ints() {
             Some(d) if d.iter().all(|&x| x >= 0) => d,
             _ => return self.reject("a computed shape with negative entries"),
@@ -179,6 +175,17 @@ impl Gen<'_> {
         });
         let _ = src;
         Ok(self.add_node("Shape", "", vec![name], Vec::new(), 1, self.opset)?[0])
+    }
+
+    /// [`Self::shape_of_input`], bound to the variable `var` (a computed shape: `!is_const(var)`).
+    pub(crate) fn bind_shape_of_input(
+        &mut self,
+        var: onnx_rules::ir::VarId,
+        v: &AVal,
+    ) -> Result<usize, Reject> {
+        let idx = self.shape_of_input(v)?;
+        self.env[var.0 as usize] = Some(Binding::Value(idx));
+        Ok(idx)
     }
 
     /// Adds a node with tensor outputs and evaluates it at once; returns its outputs.

@@ -5,7 +5,7 @@
 use onnx_ref::{DType, Tensor};
 
 use super::normalize;
-use crate::gen::{AVal, Binding, Gen, LeafOpts, OpCall, Reject, Slot};
+use crate::gen::{AVal, Gen, LeafOpts, OpCall, Reject, Slot};
 
 impl Gen<'_> {
     pub(super) fn plan_transpose(&mut self, c: &mut OpCall) -> Result<(), Reject> {
@@ -296,9 +296,7 @@ impl Gen<'_> {
         if let Some(Slot::Free { var: Some(v), .. }) = c.inputs.get(1) {
             let v = *v;
             if self.hints.nonconst.contains(&v) {
-                let k = self.shape_of_input(&AVal::Ints(t))?;
-                self.env[v.0 as usize] = Some(Binding::Value(k));
-                c.inputs[1] = Slot::Known(k);
+                c.inputs[1] = Slot::Known(self.bind_shape_of_input(v, &AVal::Ints(t))?);
                 return Ok(());
             }
         }
