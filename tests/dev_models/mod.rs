@@ -64,6 +64,21 @@ fn optimized_hf_exports_compute_the_same() {
     insta::assert_snapshot!("hf_models", model_set("hf", 14, &dims));
 }
 
+/// The models of `tests/models/optimum`: tiny decoders exported by optimum-onnx 0.1.0
+/// (transformers 4.57, sdpa attention: Llama, Qwen2, Qwen3, Mistral, Phi-3, Gemma-2, Gemma-3,
+/// GPT-2; `scripts/export_optimum_decoders.py`), held to the same checks as the development
+/// models.
+#[test]
+fn optimized_optimum_exports_compute_the_same() {
+    let dims = [
+        ("batch_size", 2),
+        ("sequence_length", 3),
+        ("past_sequence_length", 4),
+        ("past_sequence_length + sequence_length", 7),
+    ];
+    insta::assert_snapshot!("optimum_models", model_set("optimum", 8, &dims));
+}
+
 /// The models of `tests/models/peers`: the graphs of the peer optimizers' own pass tests
 /// (onnxoptimizer, onnxscript's rewriter, onnxslim; `scripts/make_peer_pass_models.py`), held
 /// to the same checks as the development models. The snapshot records what each ends as; the

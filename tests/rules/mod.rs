@@ -966,3 +966,34 @@ g (float[2,3] x, float[2,3] z) => (bool[2,3] y) {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// An Attention given a past always writes its present outputs, though the graph reads only its
+/// first: onnxruntime's CPU kernel refuses `past_key` with no `present_key` (onnxscript's GQA
+/// fusion tests output no present).
+#[test]
+fn attention_with_a_past_writes_its_present_outputs() {
+    let text = r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[batch,4,seq,8] q, float[batch,2,seq,8] k, float[batch,2,seq,6] v, float[batch,2,past,8] past_k, float[batch,2,past,6] past_v, float[seq,total] m) => (float[batch,4,seq,6] y) {
+  present_k = Concat <axis = -2> (past_k, k)
+  present_v = Concat <axis = -2> (past_v, v)
+  y = Attention <scale = 0.25> (q, present_k, present_v, m)
+}"#;
+    let (_, after) = optimize_text(text);
+    let g = after.graph.as_ref().expect("a graph");
+    let attention: Vec<_> = g
+        .node
+        .iter()
+        .filter(|n| n.op_type.as_deref() == Some("Attention"))
+        .collect();
+    assert_eq!(attention.len(), 1, "one Attention");
+    let a = attention[0];
+    assert_eq!(
+        a.input.len(),
+        6,
+        "past_key and past_value are inputs: {:?}",
+        a.input
+    );
+    assert_eq!(a.output.len(), 3, "present outputs written: {:?}", a.output);
+    assert!(a.output.iter().all(|o| !o.is_empty()), "{:?}", a.output);
+    assert_eq!(count_op(&after, "Concat"), 0);
+}

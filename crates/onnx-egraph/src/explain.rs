@@ -38,11 +38,14 @@ pub enum SiteVerdict {
     /// The guard's conjunct at this line and column was false, or unknown (an unknown rank,
     /// shape or value fails a guard). For the Rust guard of a rule written in Rust, the line
     /// and column are the rule's and `value` is `false (the Rust guard)` or
-    /// `unknown (the Rust guard)`.
+    /// `unknown (the Rust guard)`. `bound` lists the value variables the match bound with
+    /// their element type and shape as the analysis knows them (`m: float[batch,1,seq,?]`),
+    /// which is what a shape guard reads.
     GuardFailed {
         line: usize,
         col: usize,
         value: String,
+        bound: Vec<String>,
     },
     /// Matched, guard true, but the implicit type guard of a bare-variable right side failed.
     TypeUnknownOrDifferent,
@@ -60,8 +63,17 @@ impl std::fmt::Display for SiteVerdict {
             SiteVerdict::PatternFailed { line, col, reason } => {
                 write!(f, "pattern failed at {line}:{col}: {reason}")
             }
-            SiteVerdict::GuardFailed { line, col, value } => {
-                write!(f, "guard failed at {line}:{col}: the condition is {value}")
+            SiteVerdict::GuardFailed {
+                line,
+                col,
+                value,
+                bound,
+            } => {
+                write!(f, "guard failed at {line}:{col}: the condition is {value}")?;
+                if !bound.is_empty() {
+                    write!(f, " ({})", bound.join(", "))?;
+                }
+                Ok(())
             }
             SiteVerdict::Refused(reason) => {
                 write!(f, "matched, but the union was refused: {reason}")
@@ -194,6 +206,7 @@ fn rust_verdict(
             line: rule.span.line,
             col: rule.span.col,
             value: value.to_string(),
+            bound: bound_types(ctx.eg, rule, first),
         };
     };
     let mut copy = ctx.eg.clone();
@@ -228,10 +241,41 @@ fn guard_failure(ctx: &SearchCtx<'_>, rule: &Rule, env: &Env, root: egg::Id) -> 
                     None => "unknown".into(),
                     Some(other) => format!("{other:?}"),
                 },
+                bound: bound_types(ctx.eg, rule, env),
             };
         }
     }
     SiteVerdict::TypeUnknownOrDifferent
+}
+
+/// Each value variable `env` binds, as `name: dtype[dims]` from the analysis (`?` for what it
+/// does not know).
+fn bound_types(eg: &crate::egraph::OnnxEGraph, rule: &Rule, env: &Env) -> Vec<String> {
+    rule.vars
+        .iter()
+        .zip(env)
+        .filter_map(|(var, b)| {
+            let Some(crate::rules::Bound::Class(c)) = b else {
+                return None;
+            };
+            let data = &eg[eg.find(*c)].data;
+            if data.attr.is_some() {
+                return None;
+            }
+            let ty = data.ty.as_ref();
+            let elem = ty
+                .and_then(onnx_schema::infer::elem_type_of)
+                .and_then(onnx_ref::DType::from_code)
+                .map_or("?".to_string(), |d| format!("{d:?}").to_lowercase());
+            let dims = ty
+                .and_then(onnx_schema::infer::shape_of)
+                .map_or("?".into(), |d| {
+                    let d: Vec<String> = d.iter().map(|x| x.to_string()).collect();
+                    format!("[{}]", d.join(","))
+                });
+            Some(format!("{}: {elem}{dims}", var.name))
+        })
+        .collect()
 }
 
 /// Depth of every pattern node below the roots (the root is 0).

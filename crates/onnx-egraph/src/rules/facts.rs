@@ -20,8 +20,11 @@ const FINITE_DEPTH: usize = 24;
 /// (Expand, Reshape, Unsqueeze, Squeeze, Flatten, Transpose, Identity, Slice, Gather, Tile) from
 /// a finite value; a Cast whose input's largest magnitude (as bounded by these same rules) the
 /// target type holds: float16's -65504 computed in float and cast back stays finite, a float's
-/// lowest value cast to float16 does not. `false` when not known (arithmetic can overflow, so Add
-/// or Mul of finite values is not finite here).
+/// lowest value cast to float16 does not; ScatterND/ScatterElements of finite data and updates;
+/// Trilu, Neg, Abs, Relu, Max and Min of finite values; Sigmoid, Tanh and Softmax (at most 1);
+/// Mul, Add and Sub whose operands' bounds multiply or add to a magnitude the type holds (so
+/// the rounded result cannot overflow: a float's lowest value times a 0/1 factor stays finite,
+/// the lowest value plus itself does not). `false` when not known.
 pub(crate) fn finite(eg: &OnnxEGraph, c: Id) -> bool {
     bound_at(eg, eg.find(c), FINITE_DEPTH, &mut BTreeSet::new()).is_some()
 }
@@ -108,8 +111,24 @@ fn node_bound(
             let m = of(0)?;
             (m <= float_max(dtype)?).then_some(m)
         }
+        // Scattered updates into finite data, a triangle of it, its negation, magnitude or
+        // clamp: no larger than what they read.
+        "ScatterND" | "ScatterElements" => Some(of(0)?.max(of(2)?)),
+        "Trilu" | "Neg" | "Abs" | "Relu" => of(0),
+        "Max" | "Min" => (0..inputs.len()).try_fold(0.0f64, |m, i| Some(m.max(of(i)?))),
+        // Bounded by 1 for any input (NaN stays NaN).
+        "Sigmoid" | "Tanh" | "Softmax" => Some(1.0),
+        // Arithmetic whose exact result stays within the type's largest finite value, so its
+        // rounding cannot reach an infinity: a mask scaled by a 0/1 factor, or a bias added.
+        "Mul" => within(of(0)? * of(1)?, dtype),
+        "Add" | "Sub" => within(of(0)? + of(1)?, dtype),
         _ => None,
     }
+}
+
+/// `m` when a float of type `dtype` holds it.
+fn within(m: f64, dtype: DType) -> Option<f64> {
+    (m <= float_max(dtype)?).then_some(m)
 }
 
 /// The op type and roles of a default-domain operator e-node (`None` for anything else).

@@ -1,10 +1,13 @@
 //! Ops that select parts of a tensor: Slice, Gather, GatherElements, GatherND, Split, Pad,
 //! Compress, CenterCropPad, Unique.
 //!
-//! Slice makes the one assumption beyond onnx's inference: an end that is a symbolic dim `p`,
-//! with start 0 and step 1, gives `p` elements, as if `p` were within the sliced dim (a start
-//! `s > 0` gives `p - s`, which has no name, so unknown). Exporters write `x[:, :seq]` this way
-//! (position ids), and such models only run when it holds.
+//! Slice makes one assumption beyond onnx's inference: an end that is a symbolic dim `p`, with
+//! start `s >= 0` and step 1, gives `p - s` elements when the sliced dim is known (a table of
+//! positions sliced to `x[:, :seq]`: exporters write it this way, and such models only run when
+//! `p` is within the table, since a shorter slice of at least 2 rows broadcasts with nothing of
+//! `p`). A sliced dim that is itself symbolic gives `p - s` only when it is `p` or a sum of dims
+//! with `p` as a term; any other name may be shorter than `p`, down to 1, which broadcasts: a
+//! causal mask `total` long sliced to the `past+seq` keys, with a 1-long attention mask.
 
 use super::Rule;
 use crate::infer::context::{NodeCtx, Out};
@@ -48,11 +51,24 @@ fn slice_len(dim: &SymDim, start: &SymDim, end: &SymDim, step: i64) -> SymDim {
         }
         // The whole dim reversed.
         (SymDim::Known(-1), SymDim::Known(e)) if step == -1 && *e <= -TO_THE_END => dim.clone(),
-        // A symbolic end: in bounds (see the module comment), or exactly the dim.
-        (SymDim::Known(s), SymDim::Param(_)) if step == 1 && *s >= 0 => {
+        // A symbolic end p known to be within the dim: the dim itself, or a sum of dims
+        // `p+q` that `dims::add` named (dims are never negative, so p <= p+q).
+        (SymDim::Known(s), SymDim::Param(p)) if step == 1 && *s >= 0 && within(p, dim) => {
             dims::sub(end, &SymDim::Known(*s))
         }
         _ => SymDim::Unknown,
+    }
+}
+
+/// Whether a Slice to the dim named `p` is taken to stay within `dim`: `dim` is `p`, or a sum
+/// `dims::add` named with `p` as one of its terms (dims are never negative), or a known dim
+/// (a table of positions sliced to `seq`, the module comment's assumption). Never a dim named
+/// otherwise, which may be shorter than `p`, down to 1.
+fn within(p: &str, dim: &SymDim) -> bool {
+    match dim {
+        SymDim::Param(d) => d == p || d.split('+').any(|term| term == p),
+        SymDim::Known(_) => true,
+        SymDim::Unknown => false,
     }
 }
 

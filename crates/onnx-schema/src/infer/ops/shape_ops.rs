@@ -465,12 +465,16 @@ fn range(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
             return Ok(vec![Out::shape(vec![SymDim::Known(n as i64)])]);
         }
     }
-    // Range(0, p, 1) has p elements.
+    // Range(s, l, 1) has l - s elements when that difference is a dim (a dim is never
+    // negative, so the spec's max(.., 0) leaves it): Range(0, p, 1) has p, and
+    // Range(past, past+seq, 1), transformers' cache positions, has seq.
     if let (Some(start), Some(limit), Some(delta)) = (ctx.sym(0), ctx.sym(1), ctx.sym(2)) {
-        if let ([SymDim::Known(0)], [p @ SymDim::Param(_)], [SymDim::Known(1)]) =
+        if let ([s], [l @ SymDim::Param(_)], [SymDim::Known(1)]) =
             (start.as_slice(), limit.as_slice(), delta.as_slice())
         {
-            return Ok(vec![Out::shape(vec![p.clone()])]);
+            if let n @ SymDim::Param(_) = dims::sub(l, s) {
+                return Ok(vec![Out::shape(vec![n])]);
+            }
         }
     }
     Ok(vec![Out::rank(1)])

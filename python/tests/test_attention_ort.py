@@ -1,0 +1,64 @@
+"""Decoder exports fused into opset-23 Attention run in the pinned onnxruntime.
+
+The exports are the committed ones: tests/models/hf (torch's TorchScript and dynamo exporters,
+transformers 4.46, eager attention) and tests/models/optimum (optimum-onnx 0.1.0, transformers
+4.57, sdpa attention, whose -inf mask and `Where(IsNaN(p), 0, p)` fuse only with
+`unsafe_rules`). Each is optimized at `target_opset=23` with the default check, must have one
+Attention per layer, and must give onnxruntime's outputs of the original, on the stored test
+data and on a batch whose left padding masks every key of a query row (a row Softmax makes NaN
+and the export zeroes). Expected values come from onnxruntime running the original export.
+"""
+
+import numpy as np
+import onnx
+import pytest
+
+import onnx_opt
+from helpers import REPO, assert_outputs_close, load_data_set, op_histogram, ort_run
+
+HF = REPO / "tests/models/hf"
+OPTIMUM = REPO / "tests/models/optimum"
+
+#: (folder, layers, needs unsafe rules)
+EXPORTS = [(d, 2, False) for d in sorted(HF.glob("*_opset1[78]")) if "vit" not in d.name and "convnext" not in d.name] + [
+    (d, 2, True) for d in sorted(OPTIMUM.glob("*_optimum")) if not d.name.startswith("gpt2")
+]
+
+
+def _padded_feeds(model: onnx.ModelProto) -> dict:
+    """Batch 2, 3 new tokens, past 4; sample 0 padded on the left over its past and first new
+    token, so that token's query row sees no key."""
+    rng = np.random.default_rng(7)
+    b, s, p = 2, 3, 4
+    mask = np.ones((b, p + s), np.int64)
+    mask[0, : p + 1] = 0
+    feeds = {}
+    for i in model.graph.input:
+        dims = i.type.tensor_type.shape.dim
+        if i.name == "input_ids":
+            feeds[i.name] = rng.integers(0, 64, (b, s)).astype(np.int64)
+        elif i.name == "attention_mask":
+            feeds[i.name] = mask
+        elif i.name == "position_ids":
+            feeds[i.name] = np.tile(np.arange(p, p + s), (b, 1)).astype(np.int64)
+        else:
+            shape = [b, dims[1].dim_value, p, dims[3].dim_value]
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("folder,layers,unsafe", EXPORTS, ids=[d.name for d, _, _ in EXPORTS])
+def test_fused_decoder_runs_in_onnxruntime(folder, layers, unsafe):
+    original = onnx.load(str(folder / "model.onnx"))
+    fused = onnx_opt.optimize(original, target_opset=23, unsafe_rules=unsafe)
+    ops = op_histogram(fused)
+    assert ops["Attention"] == layers, ops
+    for node in fused.graph.node:
+        if node.op_type == "Attention" and len(node.input) > 4 and node.input[4]:
+            assert len(node.output) == 3 and all(node.output), node.output
+    for feeds in (load_data_set(folder)[0], _padded_feeds(original)):
+        expected = ort_run(original, feeds)
+        actual = ort_run(fused, feeds)
+        for v in actual.values():
+            assert not np.isnan(v).any()
+        assert_outputs_close(actual, expected)
