@@ -27,7 +27,8 @@ past keys/values random normal; the outputs onnxruntime's (CPU, 1 thread, graph
 optimizations off), after checking that onnxruntime's logits match torch's (the model loaded
 from the same folder as optimum loads it, run with a DynamicCache of the same past arrays).
 
-usage: /work/venv-optimum/bin/python scripts/export_optimum_decoders.py OUT_DIR [--only NAME ...]
+usage: target/venv-optimum/bin/python scripts/export_optimum_decoders.py OUT_DIR [--only NAME ...]
+       (scripts/setup_optimum_venv.sh creates the venv)
        NAME: llama qwen2 qwen3 mistral phi3 gemma2 gemma3 gpt2
        pinned versions used: torch 2.15.0 (CPU), transformers 4.57.1, optimum 2.1.0,
        optimum-onnx 0.1.0, onnx 1.23.2, onnxruntime 1.31.1, numpy 2.4.6

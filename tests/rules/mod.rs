@@ -471,6 +471,17 @@ g (float[2,3] x) => (float[2,3] y) {
 /// rule must not touch.
 #[test]
 fn guards_of_the_rule_library() {
+    let two_lowest_masks = format!(
+        "{}{ATTENTION_OVER_M}",
+        r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, bool[3,5] a, bool[3,5] b) => (float[1,2,3,4] y) {
+  zero = Constant <value = float {0.0}> ()
+  low = Constant <value = float {-3.4028235e+38}> ()
+  ma = Where(a, zero, low)
+  mb = Where(b, zero, low)
+  m = Add(ma, mb)
+"#
+    );
     let cases: &[GuardCase<'_>] = &[
         (
             "Relu of a size plus a constant that can wrap past the largest int64",
@@ -775,6 +786,12 @@ g (float[2,4,3] x) => (float[2,4,3] y) {
             "ReduceMean",
             2,
         ),
+        (
+            "attention whose mask adds two lowest-float masks (the sum overflows to -inf)",
+            &two_lowest_masks,
+            "Softmax",
+            1,
+        ),
     ];
     let failures = check_guard_cases(cases);
     assert!(failures.is_empty(), "{failures:#?}");
@@ -996,4 +1013,40 @@ g (float[batch,4,seq,8] q, float[batch,2,seq,8] k, float[batch,2,seq,6] v, float
     assert_eq!(a.output.len(), 3, "present outputs written: {:?}", a.output);
     assert!(a.output.iter().all(|o| !o.is_empty()), "{:?}", a.output);
     assert_eq!(count_op(&after, "Concat"), 0);
+}
+
+/// The end of a text model: Softmax(Q @ K^T * 0.5 + m) @ V, over the q, k, v and m it defines.
+const ATTENTION_OVER_M: &str = r#"  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  c = Constant <value = float {0.5}> ()
+  s = MatMul(q, kt)
+  sc = Mul(s, c)
+  sm = Add(sc, m)
+  p = Softmax <axis = -1> (sm)
+  y = MatMul(p, v)
+}"#;
+
+/// `finite` follows the arithmetic exporters build causal masks with: the lowest float times a
+/// 0/1 factor (transformers' `causal_mask *= arange > cache_position`), scattered into with
+/// ScatterND and cut to a triangle; attention over such a mask fuses.
+#[test]
+fn attention_fuses_over_a_mask_scaled_scattered_and_triangular() {
+    let text = r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, bool[3,5] f, float[1,5] u) => (float[1,2,3,4] y) {
+  sh = Constant <value = int64[2] {3, 5}> ()
+  full = ConstantOfShape <value = float[1] {-3.4028235e+38}> (sh)
+  tri = Trilu <upper = 1> (full)
+  ff = Cast <to = 1> (f)
+  scaled = Mul(tri, ff)
+  idx = Constant <value = int64[1,1] {1}> ()
+  zero = Constant <value = float {0.0}> ()
+  lowu = Constant <value = float {-3.4028235e+38}> ()
+  keep = Greater(u, zero)
+  row = Where(keep, zero, lowu)
+  m = ScatterND(scaled, idx, row)
+"#;
+    let (before, after) = optimize_text(&format!("{text}{ATTENTION_OVER_M}"));
+    assert_eq!(count_op(&after, "Attention"), 1, "the attention fuses");
+    assert_eq!(count_op(&after, "Softmax"), 0);
+    let same = compare_models(&before, &after, 3, &BTreeMap::new(), Tolerance::default());
+    assert!(matches!(same, Ok(None)), "{same:?}");
 }
