@@ -63,10 +63,10 @@ def test_fused_decoder_runs_in_onnxruntime(folder, layers, unsafe):
             assert not np.isnan(v).any()
         if padded and not unsafe:
             # The row that sees no key, under a mask of the lowest float (eager attention):
-            # the export averages every value there, and onnxruntime 1.31.1's Attention kernel
-            # gives that row something else (not yet found out which reading of the spec is
-            # right). The row is padding; what depends on it is left out: its logits, and the
-            # second layer's present at its position.
+            # the export averages every value there, and so does the fused model in onnx-opt's
+            # interpreter (the spec's Attention), but onnxruntime 1.31.1's Attention kernel
+            # gives that row another value. The row is padding; what depends on it is left
+            # out: its logits, and the second layer's present at its position.
             for out in (expected, actual):
                 out["logits"][0, 0] = 0
                 for name, v in out.items():

@@ -787,6 +787,30 @@ g (float[2,4,3] x) => (float[2,4,3] y) {
             2,
         ),
         (
+            "SDPA's NaN guard writing 1, not 0, where a row sees no key (the first row's mask is all -inf)",
+            r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, bool[1,1,2,5] keep) => (float[1,2,3,4] y) {
+  zero = Constant <value = float {0}> ()
+  one = Constant <value = float {1}> ()
+  ninf = Constant <value = float {-inf}> ()
+  mk = Where(keep, zero, ninf)
+  shape = Constant <value = int64[4] {1, 1, 1, 5}> ()
+  none = Expand(ninf, shape)
+  m = Concat <axis = 2> (none, mk)
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  c = Constant <value = float {0.5}> ()
+  qs = Mul(q, c)
+  s = MatMul(qs, kt)
+  a = Add(s, m)
+  p = Softmax <axis = -1> (a)
+  nan = IsNaN(p)
+  pz = Where(nan, one, p)
+  y = MatMul(pz, v)
+}"#,
+            "Softmax",
+            1,
+        ),
+        (
             "attention whose mask adds two lowest-float masks (the sum overflows to -inf)",
             &two_lowest_masks,
             "Softmax",

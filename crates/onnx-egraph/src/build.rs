@@ -24,7 +24,6 @@ use crate::tables::OpInfo;
 use crate::value::{to_tensor, Val};
 use crate::EGraphError;
 
-/// Names of ops whose result is not a function of their inputs, whatever a schema says.
 /// Whether the number of outputs a node has is part of what it computes, so unread trailing
 /// outputs are kept: variadic outputs (Split without sizes splits evenly into as many parts as it
 /// has outputs), and BatchNormalization before 14, which is in training mode (batch statistics)
@@ -34,6 +33,22 @@ pub fn output_count_is_meaning(s: &onnx_schema::OpSchema) -> bool {
         || (s.name == "BatchNormalization" && s.since_version < 14)
 }
 
+/// How many outputs a node must write for runtimes to run it where the spec makes them
+/// optional (0: no such need), given which inputs it has. Attention with a `past_key` (input
+/// 4): onnxruntime's CPU kernel refuses the node without `present_key` and `present_value`
+/// ("does not support past_key provided and present_key being null"), so they are written,
+/// unread, when the graph reads neither.
+pub(crate) fn outputs_runtimes_need(
+    s: &onnx_schema::OpSchema,
+    has_input: impl Fn(usize) -> bool,
+) -> usize {
+    match (s.domain.as_str(), s.name.as_str()) {
+        ("", "Attention") if has_input(4) => 3,
+        _ => 0,
+    }
+}
+
+/// Names of ops whose result is not a function of their inputs, whatever a schema says.
 pub const RANDOM_OPS: &[&str] = &[
     "RandomNormal",
     "RandomUniform",

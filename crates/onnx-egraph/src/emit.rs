@@ -507,7 +507,9 @@ impl Emitter<'_> {
         while inputs.last() == Some(&None) {
             inputs.pop();
         }
-        let runtime_outputs = outputs_runtimes_need(&info.domain, &info.op_type, &inputs);
+        let runtime_outputs = schema.map_or(0, |s| {
+            crate::build::outputs_runtimes_need(s, |i| inputs.get(i).is_some_and(Option::is_some))
+        });
         let mut ir_node = Node::new(info.op_type.as_str(), inputs, Vec::new());
         ir_node.domain = info.domain.as_str().into();
         ir_node.attributes = attributes;
@@ -623,18 +625,6 @@ impl Emitter<'_> {
 }
 
 /// Renames outer-scope reads of a subgraph (and its nested subgraphs).
-/// How many outputs a node must write for runtimes to run it, beyond what the spec requires
-/// (0: no such need). Attention with a `past_key` (input 4): onnxruntime's CPU kernel refuses
-/// the node without its `present_key` and `present_value` outputs ("does not support past_key
-/// provided and present_key being null"), though the spec makes them optional; they are
-/// written, unused, when the graph reads neither.
-fn outputs_runtimes_need(domain: &str, op_type: &str, inputs: &[Option<ValueId>]) -> usize {
-    match (domain, op_type) {
-        ("", "Attention") if inputs.get(4).is_some_and(Option::is_some) => 3,
-        _ => 0,
-    }
-}
-
 fn rename_outer(g: &mut Graph, renames: &BTreeMap<String, String>) {
     if renames.is_empty() {
         return;

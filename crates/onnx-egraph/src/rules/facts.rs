@@ -107,10 +107,7 @@ fn node_bound(
             None => Some(0.0),
             Some(t) => tensor_bound(&t),
         },
-        "Cast" => {
-            let m = of(0)?;
-            (m <= float_max(dtype)?).then_some(m)
-        }
+        "Cast" => within(of(0)?, dtype),
         // Scattered updates into finite data, a triangle of it, its negation, magnitude or
         // clamp: no larger than what they read.
         "ScatterND" | "ScatterElements" => Some(of(0)?.max(of(2)?)),
