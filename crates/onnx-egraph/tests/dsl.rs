@@ -179,6 +179,14 @@ fn explain_says_which_part_of_the_pattern_or_guard_failed() {
         matches!(by_site["b"], SiteVerdict::GuardFailed { line: 6, value, .. } if value == "false"),
         "{sites:?}"
     );
+    // The values the match bound, with what the analysis knows of them (p is an attribute).
+    match by_site["b"] {
+        SiteVerdict::GuardFailed { bound, .. } => assert_eq!(bound, &["x: float[2,3]"]),
+        other => panic!("{other:?}"),
+    }
+    assert!(by_site["b"]
+        .to_string()
+        .ends_with("the condition is false (x: float[2,3])"));
     match by_site["c"] {
         SiteVerdict::PatternFailed {
             line: 5, reason, ..
