@@ -21,7 +21,7 @@ OPTIMUM = REPO / "tests/models/optimum"
 
 #: (folder, layers, needs unsafe rules)
 EXPORTS = [(d, 2, False) for d in sorted(HF.glob("*_opset1[78]")) if "vit" not in d.name and "convnext" not in d.name] + [
-    (d, 2, True) for d in sorted(OPTIMUM.glob("*_optimum")) if not d.name.startswith("gpt2")
+    (d, 2, True) for d in sorted(OPTIMUM.glob("*_optimum"))
 ]
 
 

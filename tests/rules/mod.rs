@@ -1074,3 +1074,26 @@ g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, bool[3,5] f, float[1,5]
     let same = compare_models(&before, &after, 3, &BTreeMap::new(), Tolerance::default());
     assert!(matches!(same, Ok(None)), "{same:?}");
 }
+
+/// A scale exported as a one-element `[1]` tensor (GPT-2's through Optimum) computes like a
+/// scalar one: the attention fuses with the scale as Attention's attribute.
+#[test]
+fn attention_fuses_with_a_scale_of_shape_one() {
+    let text = r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, bool[3,5] keep) => (float[1,2,3,4] y) {
+  zero = Constant <value = float {0.0}> ()
+  low = Constant <value = float {-3.4028235e+38}> ()
+  m = Where(keep, zero, low)
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  c = Constant <value = float[1] {2.0}> ()
+  s = MatMul(q, kt)
+  sc = Div(s, c)
+  sm = Add(sc, m)
+  p = Softmax <axis = -1> (sm)
+  y = MatMul(p, v)
+}"#;
+    let (before, after) = optimize_text(text);
+    assert_eq!(count_op(&after, "Attention"), 1, "the attention fuses");
+    let same = compare_models(&before, &after, 3, &BTreeMap::new(), Tolerance::default());
+    assert!(matches!(same, Ok(None)), "{same:?}");
+}

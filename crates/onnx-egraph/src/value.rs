@@ -40,6 +40,13 @@ impl Val {
             _ => None,
         }
     }
+    /// A one-element list as its element; anything else as it is.
+    pub fn one_element(self) -> Val {
+        match self {
+            Val::List(mut l) if l.len() == 1 => l.remove(0),
+            v => v,
+        }
+    }
     pub fn as_f64(&self) -> Option<f64> {
         match self {
             Val::Int(i) => Some(*i as f64),
@@ -283,7 +290,8 @@ pub fn to_attribute(name: &str, ty: AttributeType, v: &Val) -> Option<AttributeP
                 _ => v.as_int()?,
             })
         }
-        AttributeType::Float => a.f = Some(v.as_f64()? as f32),
+        // A one-element tensor as a float (a scale exported as a `[1]` tensor).
+        AttributeType::Float => a.f = Some(v.clone().one_element().as_f64()? as f32),
         AttributeType::String => match v {
             Val::Str(s) => a.s = Some(s.clone().into_bytes().into()),
             _ => return None,

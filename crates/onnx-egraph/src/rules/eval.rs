@@ -167,9 +167,14 @@ impl Evaluator<'_> {
         let b = self.eval(r)?;
         let a = self.scalar_of(a);
         let b = self.scalar_of(b);
+        if let BinOp::Eq | BinOp::Ne = op {
+            let eq = vals_equal(&a, &b);
+            return Some(Val::Bool(if op == BinOp::Eq { eq } else { !eq }));
+        }
+        // Order and arithmetic read a one-element list as its element: a scale exported as a
+        // `[1]` tensor computes like a scalar one (equality still tells `[x]` from `x`).
+        let (a, b) = (a.one_element(), b.one_element());
         match op {
-            BinOp::Eq => Some(Val::Bool(vals_equal(&a, &b))),
-            BinOp::Ne => Some(Val::Bool(!vals_equal(&a, &b))),
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
                 let (x, y) = (a.as_f64()?, b.as_f64()?);
                 Some(Val::Bool(match op {
