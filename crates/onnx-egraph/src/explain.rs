@@ -2,8 +2,9 @@
 //! the whole rule set (so the e-graph is the one optimization sees); then at every class where
 //! the rule's root op occurs, the matcher runs with tracing: the verdict is that it fired, or the
 //! deepest pattern node that failed and why, or the first conjunct of the guard that was false
-//! or unknown. For a rule written in Rust, then its Rust guard, and its applier run on a copy
-//! of the e-graph: declined, failed (a refusal) or fired.
+//! or unknown; then the rule's applier runs on a copy of the e-graph: fired, a refused union,
+//! or a right side not built. For a rule written in Rust, its Rust guard first, and an applier
+//! that declines or fails.
 //!
 //! Layer: above `saturate` (it saturates the model first), `lift` and `rules`; nothing in the
 //! crate imports it but `lib.rs`.
@@ -54,6 +55,9 @@ pub enum SiteVerdict {
     /// an applier that failed (`the Rust applier failed: ...`) or declined the match
     /// (`declined by the Rust applier`).
     Refused(String),
+    /// Matched and the guard held, but the right side could not be built here (an attribute
+    /// expression with no value, a constant of the wrong kind): the rule does not fire.
+    NotBuilt(String),
 }
 
 impl std::fmt::Display for SiteVerdict {
@@ -77,6 +81,9 @@ impl std::fmt::Display for SiteVerdict {
             }
             SiteVerdict::Refused(reason) => {
                 write!(f, "matched, but the union was refused: {reason}")
+            }
+            SiteVerdict::NotBuilt(reason) => {
+                write!(f, "matched, but the right side was not built: {reason}")
             }
             SiteVerdict::TypeUnknownOrDifferent => {
                 f.write_str("matched, but the replacement's type is not known equal to the value's")
@@ -174,7 +181,7 @@ pub fn explain_rule(
                 .collect();
             match held.first() {
                 None => guard_failure(&ctx, rule, &envs[0], c),
-                Some(_) if entry.rust.is_none() => SiteVerdict::Fired,
+                Some(first) if entry.rust.is_none() => applied_verdict(&ctx, &entry, first, c),
                 Some(first) => rust_verdict(&ctx, &entry, &held, first, c),
             }
         };
@@ -209,15 +216,29 @@ fn rust_verdict(
             bound: bound_types(ctx.eg, rule, first),
         };
     };
+    applied_verdict(ctx, entry, env, root)
+}
+
+/// The verdict of a match whose guards hold: its right side built and unioned on a copy of the
+/// e-graph (fired), or declined, refused or not built.
+fn applied_verdict(
+    ctx: &SearchCtx<'_>,
+    entry: &RuleEntry,
+    env: &Env,
+    root: egg::Id,
+) -> SiteVerdict {
     let mut copy = ctx.eg.clone();
     let m = RuleMatch {
         roots: vec![root],
-        env: (*env).clone(),
+        env: env.clone(),
     };
     match crate::rules::apply(&mut copy, entry, &m, ctx.opset, ctx.uses, ctx.guards) {
         Applied::Changed | Applied::Unchanged => SiteVerdict::Fired,
         Applied::Declined => SiteVerdict::Refused("declined by the Rust applier".into()),
-        Applied::Refused(reason) | Applied::NotBuilt(reason) => SiteVerdict::Refused(reason),
+        Applied::Refused(reason) => SiteVerdict::Refused(reason),
+        // A Rust applier's failure is its refusal (as it always was reported).
+        Applied::NotBuilt(reason) if entry.rust.is_some() => SiteVerdict::Refused(reason),
+        Applied::NotBuilt(reason) => SiteVerdict::NotBuilt(reason),
     }
 }
 

@@ -328,3 +328,32 @@ fn extraction_keeps_the_input_form_when_sharing_picks_between_equal_switches() {
     // (A Mul comes first in the graph, so the Mul form is the first switch tried.)
     assert_eq!(ops, ["Mul", "MatMul", "Add", "Div", "Erf", "Mul"]);
 }
+
+#[test]
+fn explain_says_when_a_right_side_was_not_built() {
+    use onnx_egraph::{explain_rule, SiteVerdict};
+    // alpha takes the constant's one value; a constant of two values cannot be an attribute.
+    let r = "# e\n\n# x * c == LeakyRelu(x, alpha: c) (not an identity: explain only)\nrule lr:\n  Mul(x, c) => LeakyRelu<alpha: value(c)>(x)\n  where is_const(c)\n";
+    let m = model(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] a, float[2] b) {
+            one = Constant <value = float[1] {0.5}> ()
+            two = Constant <value = float[2] {0.5, 0.25}> ()
+            a = Mul(x, one)
+            b = Mul(x, two)
+        }"#,
+    );
+    let sites = explain_rule(&m, rules(r), "lr").unwrap();
+    let by_site: std::collections::BTreeMap<_, _> = sites
+        .iter()
+        .map(|s| (s.site.as_str(), &s.verdict))
+        .collect();
+    assert_eq!(by_site["a"], &SiteVerdict::Fired, "{sites:?}");
+    match by_site["b"] {
+        SiteVerdict::NotBuilt(reason) => assert!(reason.contains("alpha"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(by_site["b"]
+        .to_string()
+        .starts_with("matched, but the right side was not built"));
+}
