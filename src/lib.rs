@@ -65,7 +65,7 @@ pub use info::{elem_type_name, type_to_string, ModelInfo};
 pub use model::{is_text_model, load_ir, load_ir_bytes, load_proto, save_proto, Loaded};
 /// What a Rust rule's guard and right side see and build with.
 pub use onnx_egraph::{RhsError, RustMatch, RustOp, RustRhs, Val};
-pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, DEFAULT_CHECK_TRIALS};
+pub use optimizer::{MismatchReport, Optimized, Optimizer, Report, Target, DEFAULT_CHECK_TRIALS};
 pub use passes::{pass_names, pass_table, PassRun, PassRuns, PassSpec};
 pub use pipeline::{PhaseSpec, Pipeline, BUILTIN_PIPELINES};
 pub use rules::{

@@ -58,6 +58,50 @@ pub struct Optimizer {
     outputs: Vec<String>,
     /// Fixed shapes of graph inputs.
     input_shapes: Vec<(String, Vec<i64>)>,
+    /// The default-domain opset a model below it is converted to when no target opset is
+    /// given ([`Optimizer::target`]: the fused ops a runtime's rewrites start from).
+    min_opset: Option<i64>,
+}
+
+/// A runtime whose own operators the output may use ([`Optimizer::target`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// onnxruntime (1.31): its `com.microsoft` contrib ops, as its CPU and CUDA execution
+    /// providers run them; the built-in `onnxruntime` pipeline.
+    OnnxRuntime,
+}
+
+impl Target {
+    /// The target's name (`onnxruntime`), as `--target` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::OnnxRuntime => "onnxruntime",
+        }
+    }
+
+    /// The default-domain opset the target's rewrites start from: a model below it is
+    /// converted up to it unless a target opset is given.
+    pub fn min_opset(self) -> i64 {
+        match self {
+            // Attention and RMSNormalization, what GroupQueryAttention and
+            // SkipSimplifiedLayerNormalization are rewritten from, are opset 23's.
+            Target::OnnxRuntime => 23,
+        }
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Target, Error> {
+        match s {
+            "onnxruntime" | "ort" => Ok(Target::OnnxRuntime),
+            other => Err(Error::Pipeline {
+                origin: "--target".into(),
+                message: format!("no target '{other}' (there is: onnxruntime)"),
+            }),
+        }
+    }
 }
 
 impl Default for Optimizer {
@@ -144,6 +188,7 @@ impl Optimizer {
             skip: Vec::new(),
             outputs: Vec::new(),
             input_shapes: Vec::new(),
+            min_opset: None,
         }
     }
 
@@ -154,6 +199,32 @@ impl Optimizer {
         Optimizer::new()
             .pipeline(Pipeline::builtin("convert").expect("the built-in convert pipeline parses"))
             .target_opset(opset)
+    }
+
+    /// Optimizes for a runtime: its built-in pipeline (`onnxruntime`: the default rules, then
+    /// the rewrites into onnxruntime's contrib ops, `rules/onnxruntime.rules`), and a model
+    /// below the opset those rewrites start from ([`Target::min_opset`], 23) converted up to it
+    /// unless [`Self::target_opset`] gives another. A later [`Self::pipeline`] replaces the
+    /// pipeline.
+    ///
+    /// ```
+    /// let model = onnx_opt::parse_text(
+    ///     r#"<ir_version: 10, opset_import: ["" : 23]>
+    ///        g (float[1, 3, 8] a, float[1, 3, 8] b, float[8] s) => (float[1, 3, 8] y, float[1, 3, 8] t) {
+    ///          t = Add(a, b)
+    ///          y = RMSNormalization <axis = -1> (t, s)
+    ///        }"#,
+    /// )?;
+    /// let out = onnx_opt::Optimizer::new().target(onnx_opt::Target::OnnxRuntime).optimize(&model)?;
+    /// let ops: Vec<_> = out.model.graph.nodes_in_order().map(|(_, n)| n.op_type.to_string()).collect();
+    /// assert_eq!(ops, ["SkipSimplifiedLayerNormalization"]);
+    /// # Ok::<(), onnx_opt::Error>(())
+    /// ```
+    pub fn target(mut self, target: Target) -> Self {
+        self.pipeline =
+            Pipeline::builtin(target.name()).expect("the built-in target pipeline parses");
+        self.min_opset = Some(target.min_opset());
+        self
     }
 
     /// Runs this pipeline (its phases, cost model and folding) instead of the default.
@@ -272,6 +343,7 @@ impl Optimizer {
         }
         let mut files = crate::rules::load_rule_files(&crate::rules::RuleSelection {
             version: true,
+            targets: true,
             ..Default::default()
         })?;
         files.extend(self.pipeline.rule_files(&self.extra)?);
@@ -309,6 +381,7 @@ impl Optimizer {
                 name: "added".into(),
                 rules: Vec::new(),
                 labels: Vec::new(),
+                lowering: None,
                 iterations: 1,
                 enodes: 1,
                 seconds: 1.0,
@@ -476,6 +549,17 @@ impl Optimizer {
         check_first: bool,
         progress: &dyn Fn(&str),
     ) -> Result<Optimized, Error> {
+        if let (Some(min), None) = (self.min_opset, self.target_opset) {
+            let below = model
+                .opset_imports
+                .iter()
+                .find(|o| onnx_schema::normalize_domain(&o.domain).is_empty())
+                .is_some_and(|o| o.version < min);
+            if below {
+                let up = self.clone().target_opset(min);
+                return up.optimize_model(model, check_first, progress);
+            }
+        }
         let prepared;
         let model = match self.outputs.is_empty() && self.input_shapes.is_empty() {
             true => model,
@@ -735,9 +819,14 @@ impl PassHost for Optimizer {
         phases: &[Phase],
         keep: Option<&BTreeSet<String>>,
         origin: &str,
+        cost: Option<CostKind>,
     ) -> Result<(Model, RewriteReport), Error> {
         let phases = phases.iter().map(|p| restrict(p, keep)).collect();
-        onnx_egraph::rewrite_model(model, self.options(phases)).map_err(|source| Error::Optimize {
+        let mut options = self.options(phases);
+        if let Some(cost) = cost {
+            options.cost = cost;
+        }
+        onnx_egraph::rewrite_model(model, options).map_err(|source| Error::Optimize {
             path: origin.into(),
             source,
         })
@@ -798,5 +887,6 @@ fn restrict(p: &Phase, keep: Option<&BTreeSet<String>>) -> Phase {
     q.time_limit = p.time_limit;
     q.match_limit = p.match_limit;
     q.target_opset = p.target_opset;
+    q.lowering = p.lowering;
     q
 }

@@ -36,7 +36,7 @@ use onnx_egraph::{CostKind, FoldOptions, Phase, RuleSet};
 use onnx_rules::ir::RuleFile;
 
 use crate::passes::{pass_names, PassSpec};
-use crate::rules::BUILTIN_RULE_FILES;
+use crate::rules::{BUILTIN_RULE_FILES, TARGET_RULE_FILES};
 use crate::Error;
 
 /// The built-in pipelines: (name, TOML text).
@@ -48,6 +48,10 @@ pub const BUILTIN_PIPELINES: &[(&str, &str)] = &[
         include_str!("../rules/pipelines/aggressive.toml"),
     ),
     ("convert", include_str!("../rules/pipelines/convert.toml")),
+    (
+        "onnxruntime",
+        include_str!("../rules/pipelines/onnxruntime.toml"),
+    ),
 ];
 
 /// The cost model's name in a pipeline file (`"latency"` or `"nodes"`), read into the e-graph's
@@ -64,9 +68,10 @@ mod cost_name {
         match text.as_str() {
             "latency" => Ok(CostKind::Latency),
             "nodes" => Ok(CostKind::NodeCount),
+            "onnxruntime" => Ok(CostKind::OnnxRuntime),
             other => Err(serde::de::Error::unknown_variant(
                 other,
-                &["latency", "nodes"],
+                &["latency", "nodes", "onnxruntime"],
             )),
         }
     }
@@ -76,7 +81,26 @@ mod cost_name {
         match c {
             CostKind::Latency => "latency",
             CostKind::NodeCount => "nodes",
+            CostKind::OnnxRuntime => "onnxruntime",
         }
+    }
+}
+
+/// An optional cost model's name (a lowering phase's).
+mod lowering_name {
+    use onnx_egraph::CostKind;
+
+    pub fn serialize<S: serde::Serializer>(c: &Option<CostKind>, s: S) -> Result<S::Ok, S::Error> {
+        match c {
+            Some(c) => super::cost_name::serialize(c, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<CostKind>, D::Error> {
+        super::cost_name::deserialize(d).map(Some)
     }
 }
 
@@ -132,6 +156,15 @@ pub struct PhaseSpec {
     /// Keep only the rules carrying one of these labels (`[cleanup]`, `[fusion]`); empty: all.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// A lowering phase, extracted under this cost model (`lowering = "onnxruntime"`): it runs
+    /// in the `lower` pass, in an e-graph of its own over the model the other phases extracted
+    /// (rewrites into a runtime's own ops, which must not compete with the unfused forms).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "lowering_name"
+    )]
+    pub lowering: Option<CostKind>,
     /// Iteration limit.
     #[serde(default = "default_iterations")]
     pub iterations: usize,
@@ -288,6 +321,7 @@ impl Pipeline {
                             ph.name,
                             BUILTIN_RULE_FILES
                                 .iter()
+                                .chain(TARGET_RULE_FILES)
                                 .map(|(p, _)| stem_of(p))
                                 .collect::<Vec<_>>()
                                 .join(", ")
@@ -380,6 +414,7 @@ impl Pipeline {
             phase.iter_limit = ph.iterations;
             phase.node_limit = ph.enodes;
             phase.time_limit = Duration::from_secs_f64(ph.seconds);
+            phase.lowering = ph.lowering;
             phases.push(phase);
         }
         Ok(phases)
@@ -402,6 +437,7 @@ impl Pipeline {
                 Source::Builtin(p) => {
                     let text = BUILTIN_RULE_FILES
                         .iter()
+                        .chain(TARGET_RULE_FILES)
                         .find(|(q, _)| q == p)
                         .map(|(_, t)| *t);
                     sources.push((p.to_string(), text.unwrap_or_default().to_string()));
@@ -521,6 +557,7 @@ fn stem_of(path: &str) -> &str {
 fn builtin_file(stem: &str) -> Option<&'static str> {
     BUILTIN_RULE_FILES
         .iter()
+        .chain(TARGET_RULE_FILES)
         .map(|(p, _)| *p)
         .find(|p| stem_of(p) == stem)
 }

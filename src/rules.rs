@@ -32,6 +32,15 @@ pub const BUILTIN_RULE_FILES: &[(&str, &str)] = &[
     ("rules/matmul.rules", include_str!("../rules/matmul.rules")),
 ];
 
+/// The built-in target rules: rewrites into one runtime's own ops (`rules/onnxruntime.rules`,
+/// onnxruntime's `com.microsoft` contrib ops). Never part of `builtin`: only a pipeline that
+/// names one (`builtin:onnxruntime`, the `onnxruntime` pipeline of `--target onnxruntime`) runs
+/// it; `rules list`, `check` and `explain` include them.
+pub const TARGET_RULE_FILES: &[(&str, &str)] = &[(
+    "rules/onnxruntime.rules",
+    include_str!("../rules/onnxruntime.rules"),
+)];
+
 /// The built-in version rules (`rules/version/*.rules`): rewrites that only a conversion needs,
 /// such as an operator written with the older operators of its function body. They run in a
 /// phase of their own when a target opset is set, after the pipeline's phases, and the target's
@@ -72,6 +81,8 @@ pub struct RuleSelection {
     pub float_unsafe: bool,
     /// With the built-in files, the version rules too ([`VERSION_RULE_FILES`]).
     pub version: bool,
+    /// With the built-in files, the target rules too ([`TARGET_RULE_FILES`]).
+    pub targets: bool,
 }
 
 /// Parses and checks the built-in files and the user's; every error of every file is
@@ -84,6 +95,11 @@ pub fn load_rule_files(sel: &RuleSelection) -> Result<Vec<RuleFile>, Error> {
         }
         if sel.version {
             for (p, t) in VERSION_RULE_FILES.iter() {
+                sources.push((p.to_string(), t.to_string()));
+            }
+        }
+        if sel.targets {
+            for (p, t) in TARGET_RULE_FILES {
                 sources.push((p.to_string(), t.to_string()));
             }
         }

@@ -190,6 +190,7 @@ def optimize(
     rules: Union[None, str, "os.PathLike[str]", Iterable[Any]] = None,
     rules_text: Union[None, str, Mapping[str, str], Iterable[Tuple[str, str]]] = None,
     target_opset: Optional[int] = None,
+    target: Optional[str] = None,
     input_shapes: Union[None, Mapping[str, Sequence[int]], Iterable[str]] = None,
     skip_rules: Union[None, str, Iterable[str]] = None,
     outputs: Union[None, str, Iterable[str]] = None,
@@ -216,6 +217,11 @@ def optimize(
         rules_text: rules as text: a string, or ``{origin: text}``; each text is a rule file
             (a ``#`` header, then each rule after a ``#`` comment stating its identity).
         target_opset: convert to this opset as well.
+        target: optimize for a runtime with its own operators: ``"onnxruntime"`` (its
+            ``com.microsoft`` contrib ops, GroupQueryAttention and
+            SkipSimplifiedLayerNormalization; the ``onnxruntime`` pipeline, so not with
+            ``pipeline``; a model below opset 23 is converted to 23 unless ``target_opset``
+            says otherwise).
         input_shapes: fix inputs' shapes, ``{"x": [1, 3, 224, 224]}`` or
             ``["x:1,3,224,224"]``; the symbolic dims become those values.
         skip_rules: leave out rules, rule files, labels or passes by name.
@@ -262,6 +268,7 @@ def optimize(
         rules_text=_rules_text(rules_text),
         builtin_rules=builtin_rules,
         target_opset=target_opset,
+        target=target,
         input_shapes=_input_shapes(input_shapes),
         skip=_names(skip_rules),
         outputs=_names(outputs),

@@ -21,6 +21,7 @@ def optimize(
     rules_text: Sequence[Tuple[str, str]] = ...,
     builtin_rules: bool = True,
     target_opset: Optional[int] = None,
+    target: Optional[str] = None,
     input_shapes: Sequence[Tuple[str, Sequence[int]]] = ...,
     skip: Sequence[str] = ...,
     outputs: Sequence[str] = ...,

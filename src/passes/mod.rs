@@ -19,8 +19,9 @@
 //! | `saturate-at-target` | [`saturate`] | conversion up: the phases again at the target opset |
 //! | `merge-sibling-matmuls` | [`sibling_matmul`] | MatMuls over one input become one MatMul and a Split |
 //! | `merge-sibling-convs` | [`sibling_conv`] | Convs over one input become one Conv and a Split (node-count cost only) |
+//! | `lower` | [`saturate`] | the lowering phases (a runtime's own ops) over the extracted model, under their cost |
 //!
-//! Only `saturate` and `saturate-at-target` rewrite with rules (which the prover covers); the
+//! Only `saturate`, `saturate-at-target` and `lower` rewrite with rules (which the prover covers); the
 //! others exist for what extraction cannot choose, and their headers say why.
 //!
 //! Layer: above the IR, the e-graph and the rule loading (`crate::rules`); below the optimizer's
@@ -81,6 +82,7 @@ pub(crate) const PASSES: &[&dyn Pass] = &[
     &saturate::SaturateAtTarget,
     &sibling_matmul::MergeSiblingMatMuls,
     &sibling_conv::MergeSiblingConvs,
+    &saturate::Lower,
 ];
 
 /// The pass of a name.
@@ -191,13 +193,15 @@ pub(crate) trait PassHost {
     fn cost_kind(&self) -> CostKind;
     /// Folds a model at its own opset: lift, fold, extract, no rule.
     fn fold_only(&self, model: &Model, origin: &str) -> Result<Model, Error>;
-    /// Saturation phases on a model (only the rules in `keep`, when given).
+    /// Saturation phases on a model (only the rules in `keep`, when given), extracted under
+    /// `cost` (the optimizer's when `None`).
     fn run_phases(
         &self,
         model: &Model,
         phases: &[Phase],
         keep: Option<&BTreeSet<String>>,
         origin: &str,
+        cost: Option<CostKind>,
     ) -> Result<(Model, RewriteReport), Error>;
     /// A model converted to default-domain opset `target` by the `convert` pipeline, unchecked
     /// (a model-local function's body, converted in place).
@@ -248,9 +252,19 @@ impl PassContext<'_> {
     /// Runs saturation phases on a model and merges their report into the context's; returns
     /// the model and how many times rules fired (main graph and subgraphs).
     pub fn saturate(&mut self, model: &Model, phases: &[Phase]) -> Result<(Model, usize), Error> {
+        self.saturate_with_cost(model, phases, None)
+    }
+
+    /// [`Self::saturate`], extracted under `cost` (the optimizer's when `None`).
+    pub fn saturate_with_cost(
+        &mut self,
+        model: &Model,
+        phases: &[Phase],
+        cost: Option<CostKind>,
+    ) -> Result<(Model, usize), Error> {
         let (out, report) = self
             .host
-            .run_phases(model, phases, self.keep, self.origin)?;
+            .run_phases(model, phases, self.keep, self.origin, cost)?;
         let fired = report
             .main
             .phases

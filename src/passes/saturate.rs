@@ -6,6 +6,7 @@
 //! Every rewrite these passes make is a rule (text, `RustRule` or raw egg rewrite), so `rules
 //! list`, `rules explain` and the prover cover them.
 
+use onnx_egraph::Phase;
 use onnx_ir::Model;
 
 use super::{Changes, Pass, PassContext};
@@ -26,11 +27,11 @@ impl Pass for Saturate {
 
     fn run(&self, model: &mut Model, cx: &mut PassContext<'_>) -> Result<Changes, Error> {
         let phases = cx.phases;
-        let phases = match cx.converting_up() {
-            true => &phases[phases.len() - 1..],
-            false => phases,
+        let phases: Vec<Phase> = match cx.converting_up() {
+            true => phases[phases.len() - 1..].to_vec(),
+            false => not_lowering(phases),
         };
-        let (out, fired) = cx.saturate(model, phases)?;
+        let (out, fired) = cx.saturate(model, &phases)?;
         *model = out;
         Ok(Changes::from([("rule_firings", fired)]))
     }
@@ -58,7 +59,7 @@ impl Pass for SaturateAtTarget {
             return Ok(Changes::new());
         };
         let again = match !cx.host.has_phases() {
-            false => cx.host.pipeline_phases()?,
+            false => not_lowering(&cx.host.pipeline_phases()?),
             true => cx.host.upward_fusion_phase(s, t)?.into_iter().collect(),
         };
         if again.is_empty() {
@@ -68,4 +69,48 @@ impl Pass for SaturateAtTarget {
         *model = out;
         Ok(Changes::from([("rule_firings", fired)]))
     }
+}
+
+/// `lower`: the pipeline's lowering phases (`lowering = "onnxruntime"`), in an e-graph of their
+/// own over the model the other phases extracted, extracted under the lowering's cost model:
+/// rewrites into a runtime's own ops (`rules/onnxruntime.rules`), which must not compete with
+/// the unfused forms the fusion rules keep in the first e-graph.
+pub(crate) struct Lower;
+
+impl Pass for Lower {
+    fn name(&self) -> &'static str {
+        "lower"
+    }
+
+    fn about(&self) -> &'static str {
+        "the lowering phases (a runtime's own ops) over the extracted model, under their cost model"
+    }
+
+    fn is_enabled(&self, cx: &PassContext<'_>) -> bool {
+        cx.phases.iter().any(|p| p.lowering.is_some())
+    }
+
+    fn run(&self, model: &mut Model, cx: &mut PassContext<'_>) -> Result<Changes, Error> {
+        let lowering: Vec<Phase> = cx
+            .phases
+            .iter()
+            .filter(|p| p.lowering.is_some())
+            .cloned()
+            .collect();
+        let Some(cost) = lowering.first().and_then(|p| p.lowering) else {
+            return Ok(Changes::new());
+        };
+        let (out, fired) = cx.saturate_with_cost(model, &lowering, Some(cost))?;
+        *model = out;
+        Ok(Changes::from([("rule_firings", fired)]))
+    }
+}
+
+/// The phases that are not lowering phases (those run in `lower`).
+fn not_lowering(phases: &[Phase]) -> Vec<Phase> {
+    phases
+        .iter()
+        .filter(|p| p.lowering.is_none())
+        .cloned()
+        .collect()
 }

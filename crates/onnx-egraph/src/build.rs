@@ -58,6 +58,16 @@ pub const RANDOM_OPS: &[&str] = &[
     "Multinomial",
 ];
 
+/// onnxruntime's contrib ops whose outputs are random (its schemas leave every op's
+/// determinism unknown; the others compute a function of their inputs, so two equal nodes are
+/// one value).
+pub const ONNXRUNTIME_RANDOM_OPS: &[&str] = &[
+    "BiasDropout",
+    "BitmaskBiasDropout",
+    "BitmaskDropout",
+    "Sampling",
+];
+
 /// An attribute given to the builder: a value, or an existing attribute class.
 #[derive(Debug, Clone)]
 pub enum AttrArg {
@@ -214,6 +224,10 @@ impl OpBuilder {
         children.extend(self.outer.values().copied());
         let nondeterministic = RANDOM_OPS.contains(&self.op_type.as_str())
             || match schema {
+                // onnxruntime's schemas classify no op: its random ones are named.
+                Some(s) if s.is_onnxruntime() && s.node_determinism == NodeDeterminism::Unknown => {
+                    ONNXRUNTIME_RANDOM_OPS.contains(&self.op_type.as_str())
+                }
                 Some(s) => s.node_determinism != NodeDeterminism::Deterministic,
                 None => true,
             };

@@ -64,6 +64,36 @@ impl CostModel for Latency {
     }
 }
 
+/// What a standard op costs, beyond its [`Latency`] estimate, where onnxruntime runs a fused
+/// contrib kernel in its place: far more than any graph around it, so extraction keeps the
+/// `com.microsoft` op wherever a rule wrote one into the op's class, and keeps the standard op
+/// (its only form) elsewhere.
+pub const REPLACED_BY_CONTRIB: f64 = 1e3;
+
+/// [`Latency`] for onnxruntime: the standard ops `rules/onnxruntime.rules` rewrites into
+/// contrib kernels (Attention into GroupQueryAttention, RMSNormalization of a sum into
+/// SkipSimplifiedLayerNormalization) cost [`REPLACED_BY_CONTRIB`] more. Meant for an e-graph
+/// where those are the only rewrites of them (a lowering phase over an extracted model): beside
+/// the fusion rules, an unfused form of the op would win instead.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OnnxRuntime;
+
+impl CostModel for OnnxRuntime {
+    fn node_cost(&self, egraph: &OnnxEGraph, class: Id, node: &ONode) -> f64 {
+        let base = Latency.node_cost(egraph, class, node);
+        let NodeKind::Op(op) = node.kind else {
+            return base;
+        };
+        let info = egraph.analysis.ops.get(op);
+        let replaced = onnx_schema::normalize_domain(&info.domain).is_empty()
+            && matches!(info.op_type.as_str(), "Attention" | "RMSNormalization");
+        match replaced && base.is_finite() {
+            true => base + REPLACED_BY_CONTRIB,
+            false => base,
+        }
+    }
+}
+
 /// Wraps a cost model so that operators not legal at a target opset cost infinity: an op is
 /// legal at opset `T` of its domain when the schema it binds to there is the one the e-node
 /// binds to (same since_version, so same semantics). Ops of domains without schemas are legal.

@@ -96,7 +96,9 @@ pub use extract::{
 };
 pub use lang::{AttrId, ConstId, NodeKind, ONode, OpId};
 pub use lift::{lift_graph, opset_map, Lifted, Origin};
-pub use rewrite::{rewrite_model, CostKind, GraphReport, RewriteOptions, RewriteReport};
+pub use rewrite::{
+    import_used_domains, rewrite_model, CostKind, GraphReport, RewriteOptions, RewriteReport,
+};
 pub use rules::{
     GuardCtx, GuardRegistry, RuleSet, RustApplier, RustGuard, RustMatch, RustOp, RustRhs, Val,
 };

@@ -9,7 +9,7 @@ use onnx_ir::{Graph, Model};
 
 use crate::analysis::FoldOptions;
 use crate::emit::{emit_graph, EmitOptions};
-use crate::extract::{extract_dag_keeping, AtOpset, Latency, NodeCount};
+use crate::extract::{extract_dag_keeping, AtOpset, Latency, NodeCount, OnnxRuntime};
 use crate::lang::NodeKind;
 use crate::lift::{lift_graph_in_scope, Lifted};
 use crate::saturate::{saturate, Phase, PhaseReport};
@@ -23,6 +23,11 @@ pub enum CostKind {
     Latency,
     /// Plain node count.
     NodeCount,
+    /// Estimated latency where onnxruntime runs a fused contrib kernel: [`Latency`], with the
+    /// standard ops a `com.microsoft` op replaces priced high ([`OnnxRuntime`]), so a class
+    /// that holds both keeps the contrib op. For the extraction after a lowering phase, whose
+    /// e-graph holds the model as extracted and the target rules' rewrites of it.
+    OnnxRuntime,
 }
 
 /// Options of [`rewrite_model`].
@@ -106,7 +111,7 @@ pub fn rewrite_model(
     let mut out = model.clone();
     out.graph = graph;
     out.ir_version = ir_version;
-    follow_extracted_opsets(&mut out, &opsets, options.target_opset);
+    follow_extracted_opsets(&mut out, options.target_opset);
     if let Err(errors) = onnx_ir::check_model(&out) {
         let msgs: Vec<String> = errors.iter().take(5).map(|e| e.to_string()).collect();
         return Err(EGraphError::Check(msgs.join("; ")));
@@ -123,9 +128,23 @@ pub fn rewrite_model(
 }
 
 /// The emitted model's opset imports follow what was extracted: a domain that extraction
-/// introduced (a rule built an op of it) is imported at the opset the e-graph used, and a target
+/// introduced (a rule built an op of it) is imported ([`import_used_domains`]), and a target
 /// opset sets the default domain's version.
-fn follow_extracted_opsets(model: &mut Model, opsets: &BTreeMap<String, i64>, target: Option<i64>) {
+fn follow_extracted_opsets(model: &mut Model, target: Option<i64>) {
+    import_used_domains(model);
+    if let Some(t) = target {
+        for o in model.opset_imports.iter_mut() {
+            if onnx_schema::normalize_domain(&o.domain).is_empty() {
+                o.version = t;
+            }
+        }
+    }
+}
+
+/// Imports every domain a node of the model (or of a subgraph) uses and the model does not
+/// import, at the newest version the schemas know: the version a rule's right side builds an op
+/// of a domain new to the model at.
+pub fn import_used_domains(model: &mut Model) {
     let mut used = std::collections::BTreeSet::new();
     collect_domains(&model.graph, &mut used);
     for d in used {
@@ -134,17 +153,10 @@ fn follow_extracted_opsets(model: &mut Model, opsets: &BTreeMap<String, i64>, ta
             .iter()
             .any(|o| onnx_schema::normalize_domain(&o.domain) == d);
         if !imported {
-            if let Some(&v) = opsets.get(&d) {
+            if let Some(v) = onnx_schema::registry().max_opset(&d) {
                 model
                     .opset_imports
                     .push(onnx_ir::OpsetImport::new(d.as_str(), v));
-            }
-        }
-    }
-    if let Some(t) = target {
-        for o in model.opset_imports.iter_mut() {
-            if onnx_schema::normalize_domain(&o.domain).is_empty() {
-                o.version = t;
             }
         }
     }
@@ -361,6 +373,16 @@ fn rewrite_graph(
     let sel = match (options.cost, options.target_opset) {
         (CostKind::Latency, None) => extract_dag_keeping(eg, root, &Latency, &original)?,
         (CostKind::NodeCount, None) => extract_dag_keeping(eg, root, &NodeCount, &original)?,
+        (CostKind::OnnxRuntime, None) => extract_dag_keeping(eg, root, &OnnxRuntime, &original)?,
+        (CostKind::OnnxRuntime, Some(target)) => extract_dag_keeping(
+            eg,
+            root,
+            &AtOpset {
+                inner: OnnxRuntime,
+                target,
+            },
+            &original,
+        )?,
         (CostKind::Latency, Some(target)) => extract_dag_keeping(
             eg,
             root,

@@ -19,6 +19,7 @@ use crate::rules::{Applied, RuleSet, SearchCtx};
 use crate::EGraphError;
 
 /// One group of rules run to a limit.
+#[derive(Clone)]
 pub struct Phase {
     pub name: String,
     /// Rules of the DSL (compiled at each graph's opset).
@@ -33,6 +34,10 @@ pub struct Phase {
     /// The default-domain opset a conversion goes to: version steps run only toward it (and
     /// not at all when it is `None`).
     pub target_opset: Option<i64>,
+    /// A lowering phase: it runs after the other phases' extraction, in an e-graph of its own
+    /// over the extracted model, and that e-graph is extracted under `lowering`'s cost model
+    /// (rewrites into one runtime's own ops, which must not compete with the unfused forms).
+    pub lowering: Option<crate::CostKind>,
 }
 
 impl Phase {
@@ -47,6 +52,7 @@ impl Phase {
             time_limit: Duration::from_secs(20),
             match_limit: 10_000,
             target_opset: None,
+            lowering: None,
         }
     }
     /// A phase of raw egg rewrites.

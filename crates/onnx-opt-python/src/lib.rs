@@ -216,6 +216,7 @@ struct Options {
     rules_text: Vec<(String, String)>,
     builtin_rules: bool,
     target_opset: Option<i64>,
+    target: Option<String>,
     input_shapes: Vec<(String, Vec<i64>)>,
     skip: Vec<String>,
     outputs: Vec<String>,
@@ -234,6 +235,14 @@ impl Options {
                 .builtin_rules(self.builtin_rules)
                 .unsafe_rules(self.unsafe_rules),
         };
+        if let Some(t) = &self.target {
+            if self.pipeline != "default" {
+                return Err(option_error(format!(
+                    "target '{t}' runs its own pipeline: give target or pipeline, not both"
+                )));
+            }
+            o = o.target(t.parse::<onnx_opt::Target>().map_err(to_py)?);
+        }
         o = o.check(self.check).require_check(self.require_check);
         for path in &self.rules {
             o = o.rules_file(path).map_err(to_py)?;
@@ -406,7 +415,7 @@ fn optimize_impl(
 #[pyo3(signature = (
     path=None, data=None, base_dir=None, output=None, *,
     pipeline="default".to_string(), check=3, require_check=false, rules=vec![],
-    rules_text=vec![], builtin_rules=true, target_opset=None, input_shapes=vec![],
+    rules_text=vec![], builtin_rules=true, target_opset=None, target=None, input_shapes=vec![],
     skip=vec![], outputs=vec![], cost=None, fold=true, unsafe_rules=false, dims=vec![],
     external_threshold=None, reuse_external_data=false
 ))]
@@ -424,6 +433,7 @@ fn optimize(
     rules_text: Vec<(String, String)>,
     builtin_rules: bool,
     target_opset: Option<i64>,
+    target: Option<String>,
     input_shapes: Vec<(String, Vec<i64>)>,
     skip: Vec<String>,
     outputs: Vec<String>,
@@ -443,6 +453,7 @@ fn optimize(
         rules_text,
         builtin_rules,
         target_opset,
+        target,
         input_shapes,
         skip,
         outputs,

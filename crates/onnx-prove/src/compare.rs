@@ -54,8 +54,15 @@ fn run(s: &Session, inputs: Vec<(String, Value)>) -> Result<Vec<(String, Value)>
     }
 }
 
-/// Runs both models on the instance's trials and compares.
-pub(crate) fn run_both(lhs: &ModelProto, rhs: &ModelProto, inst: &Instance, p: Precision) -> Ran {
+/// Runs both models on the instance's trials and compares. With `runtime_limit` (the rule's
+/// tag), a right side refused on the instance's first trial leaves the instance out.
+pub(crate) fn run_both(
+    lhs: &ModelProto,
+    rhs: &ModelProto,
+    inst: &Instance,
+    p: Precision,
+    runtime_limit: bool,
+) -> Ran {
     let a = match session(lhs) {
         Ok(s) => s,
         Err(e) => return Ran::Rejected(format!("the left side cannot be planned: {e}")),
@@ -74,6 +81,9 @@ pub(crate) fn run_both(lhs: &ModelProto, rhs: &ModelProto, inst: &Instance, p: P
         };
         let rb = match run(&b, inputs.clone()) {
             Ok(v) => v,
+            Err(e) if runtime_limit && trial == 0 => {
+                return Ran::Rejected(format!("outside the right side's runtime limit: {e}"))
+            }
             Err(e) => {
                 return Ran::RhsError(format!(
                     "trial {trial}: the right side fails where the left side runs: {e}\n{}",

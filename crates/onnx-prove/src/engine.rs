@@ -239,6 +239,7 @@ fn apply_checked(
     };
     let mut out = model.clone();
     out.graph = graph;
+    onnx_egraph::import_used_domains(&mut out);
     if let Some(s) = step {
         for o in out.opset_imports.iter_mut() {
             if o.domain.is_empty() || o.domain == "ai.onnx" {

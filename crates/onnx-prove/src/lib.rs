@@ -427,7 +427,13 @@ fn evaluate(ctx: &Ctx<'_>, opset: i64, d: DType, choices: &[u32]) -> Eval {
             }
         }
         Applied::Fired(rhs) => {
-            match compare::run_both(&inst.model, &rhs, &inst, ctx.rule.tags.precision) {
+            match compare::run_both(
+                &inst.model,
+                &rhs,
+                &inst,
+                ctx.rule.tags.precision,
+                ctx.rule.tags.runtime_limit,
+            ) {
                 Ran::Rejected(why) => Eval::Rejected(why),
                 Ran::Agree => Eval::Passed,
                 Ran::RhsError(detail) => fail(FailKind::RhsError, detail, inst, Some(*rhs)),
@@ -573,7 +579,13 @@ pub fn first_firing(
                     continue;
                 };
                 if matches!(
-                    compare::run_both(&inst.model, &rhs, &inst, rule.tags.precision),
+                    compare::run_both(
+                        &inst.model,
+                        &rhs,
+                        &inst,
+                        rule.tags.precision,
+                        rule.tags.runtime_limit,
+                    ),
                     Ran::Agree
                 ) {
                     return Some((print(&inst.model), print(&rhs)));
@@ -874,7 +886,7 @@ pub fn round_trip(
             // The step's result must run like the instance (else it is the step's own failure,
             // reported by its proof).
             if !matches!(
-                compare::run_both(&inst.model, &there, &inst, step.tags.precision),
+                compare::run_both(&inst.model, &there, &inst, step.tags.precision, false),
                 Ran::Agree
             ) {
                 continue;
@@ -888,7 +900,13 @@ pub fn round_trip(
                 let why = match engine::apply_rule(&there, &down.rules, &inverse.name, inverse.step)
                 {
                     Applied::Fired(back) => {
-                        match compare::run_both(&inst.model, &back, &inst, inverse.tags.precision) {
+                        match compare::run_both(
+                            &inst.model,
+                            &back,
+                            &inst,
+                            inverse.tags.precision,
+                            false,
+                        ) {
                             Ran::Agree => None,
                             Ran::Rejected(w) | Ran::RhsError(w) | Ran::Mismatch(w) => {
                                 Some(format!("back through {} differs: {w}", inverse.name))

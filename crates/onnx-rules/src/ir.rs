@@ -44,6 +44,10 @@ pub struct Tags {
     pub precision: Precision,
     /// Not valid for every float input (x*0 -> 0, reassociation, ...): off unless asked for.
     pub float_unsafe: bool,
+    /// `[runtime_limit]`: the right side is refused on some inputs the left side takes (a
+    /// runtime kernel's documented limit, which the rule's comment states); the prover skips
+    /// the instances the right side refuses and proves the rest.
+    pub runtime_limit: bool,
     /// Free-form tags (`[fusion]`, `[cleanup]`) used to select rules in pipelines.
     pub labels: Vec<String>,
 }
@@ -53,6 +57,7 @@ impl Default for Tags {
         Tags {
             precision: Precision::Rounding,
             float_unsafe: false,
+            runtime_limit: false,
             labels: Vec::new(),
         }
     }

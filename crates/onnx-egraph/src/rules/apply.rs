@@ -169,16 +169,21 @@ impl RhsBuilder<'_> {
                 (b, Vec::new())
             }
             OpHead::Named(r) => {
-                let opset =
-                    if r.domain.is_empty() {
-                        self.opset
-                    } else {
-                        *self.eg.analysis.opsets.get(&r.domain).ok_or_else(|| {
-                            RhsError::NoOpset {
-                                domain: r.domain.clone(),
-                            }
+                let opset = if r.domain.is_empty() {
+                    self.opset
+                } else {
+                    // A domain the model does not import yet is written at the newest
+                    // version the schemas know (the emitted model then imports it).
+                    self.eg
+                        .analysis
+                        .opsets
+                        .get(&r.domain)
+                        .copied()
+                        .or_else(|| onnx_schema::registry().max_opset(&r.domain))
+                        .ok_or_else(|| RhsError::NoOpset {
+                            domain: r.domain.clone(),
                         })?
-                    };
+                };
                 let b = OpBuilder::at_opset(&r.domain, &r.op_type, opset);
                 let since =
                     b.schema()

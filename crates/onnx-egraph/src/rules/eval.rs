@@ -174,6 +174,22 @@ impl Evaluator<'_> {
         // Order and arithmetic read a one-element list as its element: a scale exported as a
         // `[1]` tensor computes like a scalar one (equality still tells `[x]` from `x`).
         let (a, b) = (a.one_element(), b.one_element());
+        // A named dim plus or minus another dim is the dim shape inference names so (`p+q`).
+        if let (BinOp::Add | BinOp::Sub, true) =
+            (op, matches!(a, Val::Param(_)) || matches!(b, Val::Param(_)))
+        {
+            let sym = |v: &Val| match v {
+                Val::Param(p) => Some(SymDim::Param(p.clone())),
+                Val::Int(i) => Some(SymDim::Known(*i)),
+                _ => None,
+            };
+            let (x, y) = (sym(&a)?, sym(&b)?);
+            let r = match op {
+                BinOp::Add => x.plus(&y),
+                _ => x.minus(&y),
+            };
+            return dim_val(&r);
+        }
         match op {
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
                 let (x, y) = (a.as_f64()?, b.as_f64()?);

@@ -147,6 +147,9 @@ fn optimize(args: super::OptimizeArgs) -> Result<u8> {
             super::CostArg::Nodes => onnx_egraph::CostKind::NodeCount,
         });
     }
+    if let Some(t) = &args.target {
+        optimizer = optimizer.target(t.parse::<onnx_opt::Target>()?);
+    }
     if let Some(t) = args.target_opset {
         optimizer = optimizer.target_opset(t);
     }

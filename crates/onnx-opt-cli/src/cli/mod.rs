@@ -101,6 +101,11 @@ pub struct OptimizeArgs {
     /// Land at this opset of the default domain (only operators legal there are extracted).
     #[arg(long, value_name = "N")]
     pub target_opset: Option<i64>,
+    /// Optimize for a runtime, with its own operators: `onnxruntime` (its com.microsoft
+    /// contrib ops: GroupQueryAttention, SkipSimplifiedLayerNormalization; the `onnxruntime`
+    /// pipeline, and opset 23 for a model below it unless --target-opset says otherwise).
+    #[arg(long, value_name = "RUNTIME", conflicts_with = "pipeline")]
+    pub target: Option<String>,
     /// Give a graph input a fixed shape (repeatable): its symbolic dims become these values in
     /// the output model, and shape arithmetic folds through them.
     #[arg(long = "input-shape", value_name = "NAME:D1,D2,...", value_parser = parse_input_shape)]
@@ -192,6 +197,7 @@ impl RuleArgs {
             files: self.rule_files.clone(),
             float_unsafe: self.unsafe_rules,
             version: false,
+            targets: false,
         }
     }
 }

@@ -11,6 +11,7 @@ pub fn run(cmd: RulesCommand) -> Result<u8> {
         RulesCommand::List { rules } => {
             let mut sel = rules.selection();
             sel.version = !sel.no_builtin;
+            sel.targets = !sel.no_builtin;
             let files = onnx_opt::load_rule_files(&sel)?;
             for f in &files {
                 println!("{} ({} rules)", f.path, f.rules.len());
@@ -51,6 +52,7 @@ pub fn run(cmd: RulesCommand) -> Result<u8> {
                 files,
                 float_unsafe: true,
                 version: true,
+                targets: true,
             };
             let parsed = onnx_opt::load_rule_files(&sel)?;
             let n: usize = parsed.iter().map(|f| f.rules.len()).sum();
@@ -137,6 +139,7 @@ pub fn run(cmd: RulesCommand) -> Result<u8> {
         RulesCommand::Explain { rule, model, rules } => {
             let mut sel = rules.selection();
             sel.version = !sel.no_builtin;
+            sel.targets = !sel.no_builtin;
             let set = Arc::new(onnx_opt::load_rule_set(&sel)?);
             let loaded = onnx_opt::load_ir(&model)?;
             let sites = onnx_egraph::explain_rule(&loaded.model, set, &rule).map_err(|source| {

@@ -252,6 +252,7 @@ pub(crate) fn check_tags(tags: &[ast::Tag], diags: &mut Vec<Diagnostic>) -> (Tag
             TagKind::Word(w) => match w.as_str() {
                 "exact" => out.precision = set_precision(Precision::Exact, tag.span, diags),
                 "unsafe" => out.float_unsafe = true,
+                "runtime_limit" => out.runtime_limit = true,
                 "tol" | "opset" => diags.push(Diagnostic::new(
                     tag.span,
                     format!("tag `{w}` needs a value: `tol 1e-3`, `opset 13..`"),

@@ -55,6 +55,17 @@ impl SymDim {
         }
     }
 
+    /// `self + other`, as shape inference adds dims (a sum of two names is named `p+q`, the
+    /// name Concat and Range give their result), so a guard compares a sum with such a dim.
+    pub fn plus(&self, other: &SymDim) -> SymDim {
+        add(self, other)
+    }
+
+    /// `self - other`, as shape inference subtracts dims (`(p+q) - q = p`).
+    pub fn minus(&self, other: &SymDim) -> SymDim {
+        sub(self, other)
+    }
+
     /// Whether the dim is the known value `v`.
     pub(crate) fn is(&self, v: i64) -> bool {
         self.known() == Some(v)

@@ -12,6 +12,8 @@
 //! keys before min(past_b + i + 1, total_b) (all of total_b when `causal` is 0), only the last
 //! `local_window_size` of them with a window. Rotary positions are past_b + s, or
 //! `position_ids`; a first prompt reads only `position_ids[0]`, as the start of every batch.
+//! Several new tokens after a past (S > 1, S != total) are refused unless the batch is 1, as
+//! onnxruntime refuses them.
 
 use std::cell::RefCell;
 
@@ -147,6 +149,13 @@ pub(super) fn group_query_attention(
     };
     let present_len = past_len.max(total);
     let first_prompt = s > 1 && s == total;
+    // onnxruntime refuses a later prompt (several new tokens after a past) in a batch.
+    if s > 1 && s != total && b != 1 {
+        return Err(ctx.err(format!(
+            "batch_size must be 1 when sequence_length > 1 and past context is given \
+             (batch {b}, {s} new tokens, total {total}), as onnxruntime requires"
+        )));
+    }
     let mut totals = Vec::with_capacity(b);
     let mut pasts = Vec::with_capacity(b);
     for (bi, &sk) in seqlens.iter().enumerate() {
