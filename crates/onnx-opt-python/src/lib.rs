@@ -648,6 +648,7 @@ fn rules_explain(
             files: rules,
             float_unsafe: true,
             version: true,
+            targets: true,
         };
         let mut set = onnx_opt::load_rule_set(&sel)?;
         for (origin, text) in &rules_text {
