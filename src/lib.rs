@@ -70,7 +70,7 @@ pub use passes::{pass_names, pass_table, PassRun, PassRuns, PassSpec};
 pub use pipeline::{PhaseSpec, Pipeline, BUILTIN_PIPELINES};
 pub use rules::{
     load_rule_files, load_rule_set, read_rule_file, rule_phases, RuleSelection, BUILTIN_RULE_FILES,
-    VERSION_RULE_FILES,
+    TARGET_RULE_FILES, VERSION_RULE_FILES,
 };
 pub use run::{
     npy, read_data_sets, read_value, render_profile, run_file, OutputSummary, RunConfig, RunOutcome,

@@ -73,3 +73,55 @@ def test_fused_decoder_runs_in_onnxruntime(folder, layers, unsafe):
                     if name.startswith("present.") and not name.startswith("present.0."):
                         v[0, :, 4] = 0
         assert_outputs_close(actual, expected)
+
+
+def _feeds(model: onnx.ModelProto, b: int, s: int, p: int, pad: int) -> dict:
+    """Batch b, s new tokens after a past of p; sample 0 padded on the left over `pad`
+    positions (position ids counted from its first token, as transformers does)."""
+    rng = np.random.default_rng(11)
+    mask = np.ones((b, p + s), np.int64)
+    mask[0, :pad] = 0
+    positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None)[:, p:]
+    feeds = {}
+    for i in model.graph.input:
+        dims = i.type.tensor_type.shape.dim
+        if i.name == "input_ids":
+            feeds[i.name] = rng.integers(0, 64, (b, s)).astype(np.int64)
+        elif i.name == "attention_mask":
+            feeds[i.name] = mask
+        elif i.name == "position_ids":
+            feeds[i.name] = positions.astype(np.int64)
+        else:
+            shape = [b, dims[1].dim_value, p, dims[3].dim_value]
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+#: (batch, new tokens, past, left padding of sample 0): a padded decode step, a first prompt
+#: of a batch, a first prompt with padding, and a later prompt of one sequence (onnxruntime's
+#: GroupQueryAttention refuses a later prompt in a batch above 1, as in the builder's graph).
+ORT_CASES = [(2, 1, 6, 2), (2, 4, 0, 0), (2, 4, 0, 1), (1, 3, 4, 0)]
+
+
+@pytest.mark.parametrize("folder,layers,unsafe", EXPORTS, ids=[d.name for d, _, _ in EXPORTS])
+def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
+    """`target="onnxruntime"`: one GroupQueryAttention per layer (with its present outputs),
+    no standard Attention left, a model onnx.checker accepts, and onnxruntime's outputs of the
+    original on decode and prompt feeds."""
+    original = onnx.load(str(folder / "model.onnx"))
+    lowered = onnx_opt.optimize(original, target="onnxruntime", unsafe_rules=unsafe)
+    onnx.checker.check_model(lowered)
+    ops = op_histogram(lowered)
+    assert ops["GroupQueryAttention"] == layers, ops
+    assert ops["Attention"] == 0, ops
+    assert ("com.microsoft", 1) in [(o.domain, o.version) for o in lowered.opset_import]
+    for node in lowered.graph.node:
+        if node.op_type == "GroupQueryAttention":
+            assert node.domain == "com.microsoft"
+            assert len(node.output) == 3 and all(node.output), node.output
+    if "gpt2" not in folder.name:
+        # Every layer's two RMS norms read the residual sum, bar the first (the embedding).
+        assert ops["SkipSimplifiedLayerNormalization"] >= 2 * layers - 1, ops
+    for b, s, p, pad in ORT_CASES:
+        feeds = _feeds(original, b, s, p, pad)
+        assert_outputs_close(ort_run(lowered, feeds), ort_run(original, feeds))

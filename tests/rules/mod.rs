@@ -21,14 +21,41 @@ fn all_rules() -> RuleSelection {
     RuleSelection {
         float_unsafe: true,
         version: true,
+        targets: true,
         ..Default::default()
     }
+}
+
+/// The rules a default optimization with a target opset runs: every built-in rule but the
+/// target ones (`rules/onnxruntime.rules`), which run only in their pipeline's lowering phase.
+fn untargeted_rules() -> RuleSelection {
+    RuleSelection {
+        targets: false,
+        ..all_rules()
+    }
+}
+
+/// The `onnxruntime` pipeline's lowering phases (its target rules, with the cleanups), and
+/// their cost model: what a target rule's case runs under.
+fn lowering_phases() -> (Vec<onnx_egraph::Phase>, onnx_egraph::CostKind) {
+    let phases = onnx_opt::Optimizer::new()
+        .target(onnx_opt::Target::OnnxRuntime)
+        .unsafe_rules(true)
+        .phases()
+        .unwrap();
+    let lowering: Vec<_> = phases
+        .into_iter()
+        .filter(|p| p.lowering.is_some())
+        .collect();
+    let cost = lowering[0].lowering.unwrap();
+    (lowering, cost)
 }
 
 #[test]
 fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
     let files = onnx_opt::load_rule_files(&all_rules()).expect("built-in rules check");
-    let phases = || onnx_opt::rule_phases(&all_rules()).unwrap();
+    let phases = || onnx_opt::rule_phases(&untargeted_rules()).unwrap();
+    let targeted = |path: &str| onnx_opt::TARGET_RULE_FILES.iter().any(|(p, _)| *p == path);
     let mut failures = Vec::new();
     let mut seen = Vec::new();
     // The generated version steps (loaded as rules/version/steps.rules, one per pair of
@@ -37,7 +64,7 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
     let written = files
         .iter()
         .filter(|f| f.path != "rules/version/steps.rules");
-    for rule in written.flat_map(|f| &f.rules) {
+    for (path, rule) in written.flat_map(|f| f.rules.iter().map(move |r| (f.path.as_str(), r))) {
         seen.push(format!("{}.onnxtxt", rule.name));
         let path = cases_dir().join(format!("{}.onnxtxt", rule.name));
         let Ok(text) = std::fs::read_to_string(&path) else {
@@ -54,13 +81,19 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
         let model = onnx_ir::Model::from_proto(proto.clone()).expect("case converts to the IR");
         // A version step runs toward a target: its right side's opset, where the case lands.
         let target = rule.step.map(|s| s.own_target());
-        let mut phases = phases();
+        // A target rule runs where its pipeline runs it: in the lowering phase, under the
+        // target's cost model.
+        let (mut phases, cost) = match targeted(path) {
+            true => lowering_phases(),
+            false => (phases(), onnx_egraph::CostKind::default()),
+        };
         for p in phases.iter_mut() {
             p.target_opset = target;
         }
         let options = onnx_egraph::RewriteOptions {
             phases,
             target_opset: target,
+            cost,
             ..Default::default()
         };
         let (out, report) = match onnx_egraph::rewrite_model(&model, options) {
@@ -174,7 +207,7 @@ fn optimize_text(text: &str) -> (onnx_proto::ModelProto, onnx_proto::ModelProto)
     let proto = onnx_text::parse_model(text).unwrap_or_else(|e| panic!("{}", e.render()));
     let model = onnx_ir::Model::from_proto(proto.clone()).expect("model converts to the IR");
     let options = onnx_egraph::RewriteOptions {
-        phases: onnx_opt::rule_phases(&all_rules()).unwrap(),
+        phases: onnx_opt::rule_phases(&untargeted_rules()).unwrap(),
         ..Default::default()
     };
     let (out, _) = onnx_egraph::rewrite_model(&model, options).expect("optimizes");
