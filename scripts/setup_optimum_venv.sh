@@ -3,7 +3,8 @@
 # exporter (optimum-onnx) with transformers 4.57, on top of the torch venv of
 # scripts/setup_torch_venv.sh (its site-packages are put on the path by a .pth file, so torch's
 # 4.5 GB is not installed twice; transformers and tokenizers here take precedence over that
-# venv's 4.46). Never needed to build or test the Rust product.
+# venv's 4.46). Also onnxruntime-genai's model builder and onnxslim, for benches/ort_decoders.py.
+# Never needed to build or test the Rust product.
 #
 # usage: scripts/setup_optimum_venv.sh [DIR] [TORCH_VENV]
 #        (defaults: target/venv-optimum and target/venv-torch in the repo root)
@@ -28,12 +29,16 @@ echo "$torch_site" > "$own_site/torch_venv.pth"
     transformers==4.57.1 \
     tokenizers==0.22.2 \
     optimum==2.1.0 \
-    optimum-onnx==0.1.0
+    optimum-onnx==0.1.0 \
+    onnxruntime-genai==0.18.0 \
+    onnxslim==0.1.98 \
+    colorama==0.4.6
 
 "$venv_dir/bin/python" - <<'PY'
 import importlib.metadata as md
 import optimum.exporters.onnx  # noqa: F401  (the exporter imports)
 import torch  # noqa: F401
-for name in ("torch", "transformers", "optimum", "optimum-onnx", "onnx", "onnxruntime"):
+for name in ("torch", "transformers", "optimum", "optimum-onnx", "onnx", "onnxruntime",
+             "onnxruntime-genai", "onnxslim"):
     print(f"  {name}=={md.version(name)}")
 PY

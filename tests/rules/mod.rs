@@ -64,7 +64,7 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
     let written = files
         .iter()
         .filter(|f| f.path != "rules/version/steps.rules");
-    for (path, rule) in written.flat_map(|f| f.rules.iter().map(move |r| (f.path.as_str(), r))) {
+    for (file, rule) in written.flat_map(|f| f.rules.iter().map(move |r| (f.path.as_str(), r))) {
         seen.push(format!("{}.onnxtxt", rule.name));
         let path = cases_dir().join(format!("{}.onnxtxt", rule.name));
         let Ok(text) = std::fs::read_to_string(&path) else {
@@ -83,7 +83,7 @@ fn every_builtin_rule_fires_on_its_case_and_keeps_the_result() {
         let target = rule.step.map(|s| s.own_target());
         // A target rule runs where its pipeline runs it: in the lowering phase, under the
         // target's cost model.
-        let (mut phases, cost) = match targeted(path) {
+        let (mut phases, cost) = match targeted(file) {
             true => lowering_phases(),
             false => (phases(), onnx_egraph::CostKind::default()),
         };

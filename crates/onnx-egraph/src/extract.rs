@@ -71,8 +71,8 @@ impl CostModel for Latency {
 pub const REPLACED_BY_CONTRIB: f64 = 1e3;
 
 /// [`Latency`] for onnxruntime: the standard ops `rules/onnxruntime.rules` rewrites into
-/// contrib kernels (Attention into GroupQueryAttention, RMSNormalization of a sum into
-/// SkipSimplifiedLayerNormalization) cost [`REPLACED_BY_CONTRIB`] more. Meant for an e-graph
+/// contrib kernels (Attention into GroupQueryAttention, RMSNormalization and LayerNormalization
+/// of a sum into SkipSimplifiedLayerNormalization and SkipLayerNormalization) cost [`REPLACED_BY_CONTRIB`] more. Meant for an e-graph
 /// where those are the only rewrites of them (a lowering phase over an extracted model): beside
 /// the fusion rules, an unfused form of the op would win instead.
 #[derive(Debug, Clone, Copy, Default)]
@@ -86,7 +86,10 @@ impl CostModel for OnnxRuntime {
         };
         let info = egraph.analysis.ops.get(op);
         let replaced = onnx_schema::normalize_domain(&info.domain).is_empty()
-            && matches!(info.op_type.as_str(), "Attention" | "RMSNormalization");
+            && matches!(
+                info.op_type.as_str(),
+                "Attention" | "RMSNormalization" | "LayerNormalization"
+            );
         match replaced && base.is_finite() {
             true => base + REPLACED_BY_CONTRIB,
             false => base,
