@@ -49,6 +49,18 @@ fn aggressive_pipeline() {
     check_pipeline("aggressive");
 }
 
+/// `--target onnxruntime`: the `onnxruntime` pipeline, each model converted to opset 23 first
+/// (the opset its lowering starts from) where it is below.
+#[test]
+fn onnxruntime_target() {
+    let optimizer = Optimizer::new().target(onnx_opt::Target::OnnxRuntime);
+    for model in models() {
+        let text =
+            snapshot(&optimizer, &model).unwrap_or_else(|e| panic!("{}: {e:#}", model.display()));
+        insta::assert_snapshot!(format!("onnxruntime__{}", snapshot_name(&model)), text);
+    }
+}
+
 /// The README's first command optimizes this model; it must keep working.
 #[test]
 fn example_model() {
