@@ -478,8 +478,12 @@ impl Pipeline {
         s.push_str(&format!("  passes: {}\n", passes.join(", ")));
         for ph in &self.phases {
             s.push_str(&format!(
-                "  phase {}: rules {}{}; limits {} iterations, {} e-nodes, {} s\n",
+                "  phase {}{}: rules {}{}; limits {} iterations, {} e-nodes, {} s\n",
                 ph.name,
+                match ph.lowering {
+                    Some(c) => format!(" (lowering, in `lower`, cost {})", cost_name::name(c)),
+                    None => String::new(),
+                },
                 ph.rules.join(", "),
                 if ph.labels.is_empty() {
                     String::new()
