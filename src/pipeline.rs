@@ -24,9 +24,16 @@
 //! iterations = 30           # limits; whichever stops the phase is reported
 //! enodes = 200000
 //! seconds = 20.0
+//!
+//! [[phase]]
+//! name = "onnxruntime"
+//! rules = ["builtin:onnxruntime", "builtin:cleanup"]
+//! lowering = "onnxruntime"  # a lowering phase: runs in the `lower` pass, in an e-graph of its
+//!                           # own over the extracted model, extracted under this cost model
 //! ```
 //!
-//! `rules = ["builtin"]` names every built-in rule file.
+//! `rules = ["builtin"]` names every built-in rule file (not the target files, such as
+//! `onnxruntime.rules`, which a phase names by `builtin:STEM`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
