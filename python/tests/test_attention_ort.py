@@ -134,6 +134,7 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
         assert ("com.microsoft", 1) in [(o.domain, o.version) for o in lowered.opset_import]
     if "gpt2" in folder.name:
         assert ops["SkipLayerNormalization"] >= 2 * layers - 1, ops
+        assert (ops["FastGelu"], ops["Gelu"]) == (layers, 0), ops
     else:
         # Every layer's two RMS norms read the residual sum, bar the first (the embedding).
         assert ops["SkipSimplifiedLayerNormalization"] >= 2 * layers - 1, ops

@@ -72,7 +72,8 @@ pub const REPLACED_BY_CONTRIB: f64 = 1e3;
 
 /// [`Latency`] for onnxruntime: the standard ops `rules/onnxruntime.rules` rewrites into
 /// contrib kernels (Attention into GroupQueryAttention, RMSNormalization and LayerNormalization
-/// of a sum into SkipSimplifiedLayerNormalization and SkipLayerNormalization) cost [`REPLACED_BY_CONTRIB`] more. Meant for an e-graph
+/// of a sum into SkipSimplifiedLayerNormalization and SkipLayerNormalization, Gelu into
+/// BiasGelu and FastGelu) cost [`REPLACED_BY_CONTRIB`] more. Meant for an e-graph
 /// where those are the only rewrites of them (a lowering phase over an extracted model): beside
 /// the fusion rules, an unfused form of the op would win instead.
 #[derive(Debug, Clone, Copy, Default)]
@@ -88,7 +89,7 @@ impl CostModel for OnnxRuntime {
         let replaced = onnx_schema::normalize_domain(&info.domain).is_empty()
             && matches!(
                 info.op_type.as_str(),
-                "Attention" | "RMSNormalization" | "LayerNormalization"
+                "Attention" | "RMSNormalization" | "LayerNormalization" | "Gelu"
             );
         match replaced && base.is_finite() {
             true => base + REPLACED_BY_CONTRIB,

@@ -25,7 +25,7 @@ pub enum CostKind {
     NodeCount,
     /// Estimated latency where onnxruntime runs a fused contrib kernel: `Latency`, with the
     /// standard ops a `com.microsoft` op replaces priced high (Attention, RMSNormalization,
-    /// LayerNormalization: 1000 more), so a class
+    /// LayerNormalization, Gelu: 1000 more), so a class
     /// that holds both keeps the contrib op. For the extraction after a lowering phase, whose
     /// e-graph holds the model as extracted and the target rules' rewrites of it.
     OnnxRuntime,
