@@ -225,13 +225,11 @@ def arch_config(arch):
 
 
 def perturb(model, gen):
-    """Adds uniform 0.05..0.25 noise to every 1-D parameter (norm weights, biases)."""
-    import torch
+    """scripts/export_optimum_decoders.py's: uniform 0.05..0.25 noise on every 1-D parameter."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from export_optimum_decoders import perturb as shared
 
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.dim() == 1:
-                p.add_(torch.rand(p.shape, generator=gen) * 0.2 + 0.05)
+    shared(model, gen)
 
 
 def write_tokenizer(hf_dir):

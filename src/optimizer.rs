@@ -95,7 +95,7 @@ impl std::str::FromStr for Target {
 
     fn from_str(s: &str) -> Result<Target, Error> {
         match s {
-            "onnxruntime" | "ort" => Ok(Target::OnnxRuntime),
+            "onnxruntime" => Ok(Target::OnnxRuntime),
             other => Err(Error::Pipeline {
                 origin: "--target".into(),
                 message: format!("no target '{other}' (there is: onnxruntime)"),

@@ -28,23 +28,7 @@ EXPORTS = [(d, 2, False) for d in sorted(HF.glob("*_opset1[78]")) if "vit" not i
 def _padded_feeds(model: onnx.ModelProto) -> dict:
     """Batch 2, 3 new tokens, past 4; sample 0 padded on the left over its past and first new
     token, so that token's query row sees no key."""
-    rng = np.random.default_rng(7)
-    b, s, p = 2, 3, 4
-    mask = np.ones((b, p + s), np.int64)
-    mask[0, : p + 1] = 0
-    feeds = {}
-    for i in model.graph.input:
-        dims = i.type.tensor_type.shape.dim
-        if i.name == "input_ids":
-            feeds[i.name] = rng.integers(0, 64, (b, s)).astype(np.int64)
-        elif i.name == "attention_mask":
-            feeds[i.name] = mask
-        elif i.name == "position_ids":
-            feeds[i.name] = np.tile(np.arange(p, p + s), (b, 1)).astype(np.int64)
-        else:
-            shape = [b, dims[1].dim_value, p, dims[3].dim_value]
-            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
-    return feeds
+    return _feeds(model, 2, 3, 4, 5, seed=7, positions_from_mask=False)
 
 
 @pytest.mark.parametrize("folder,layers,unsafe", EXPORTS, ids=[d.name for d, _, _ in EXPORTS])
@@ -75,13 +59,17 @@ def test_fused_decoder_runs_in_onnxruntime(folder, layers, unsafe):
         assert_outputs_close(actual, expected)
 
 
-def _feeds(model: onnx.ModelProto, b: int, s: int, p: int, pad: int) -> dict:
+def _feeds(model: onnx.ModelProto, b: int, s: int, p: int, pad: int, seed: int = 11,
+           positions_from_mask: bool = True) -> dict:
     """Batch b, s new tokens after a past of p; sample 0 padded on the left over `pad`
-    positions (position ids counted from its first token, as transformers does)."""
-    rng = np.random.default_rng(11)
+    positions (position ids counted from its first token, as transformers does, or
+    p..p+s-1 in every sample without `positions_from_mask`)."""
+    rng = np.random.default_rng(seed)
     mask = np.ones((b, p + s), np.int64)
     mask[0, :pad] = 0
     positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None)[:, p:]
+    if not positions_from_mask:
+        positions = np.tile(np.arange(p, p + s), (b, 1))
     feeds = {}
     for i in model.graph.input:
         dims = i.type.tensor_type.shape.dim

@@ -104,3 +104,35 @@ def test_console_script(tmp_path):
     r = _run([MLP, "-o", out, "--quiet"], script=script)
     assert r.returncode == 0, r.stderr
     assert len(onnx.load(str(out)).graph.node) == 4
+
+
+def test_target_onnxruntime(tmp_path):
+    """`--target onnxruntime` writes onnxruntime's contrib ops (a residual RMS norm as
+    SkipSimplifiedLayerNormalization, opset 23 kept), onnxruntime runs it with the original's
+    outputs; an unknown target is an error naming it, and --pipeline beside it a usage error,
+    neither writing anything."""
+    src = tmp_path / "block.onnx"
+    model = onnx.parser.parse_model(
+        """<ir_version: 10, opset_import: ["" : 23]>
+        g (float[1, 3, 8] a, float[1, 3, 8] b) => (float[1, 3, 8] y, float[1, 3, 8] t) {
+          s = Constant <value = float[8] {0.5, 1.5, 2.0, 0.25, 1.25, 0.75, 3.0, 1.1}> ()
+          t = Add(a, b)
+          y = RMSNormalization <axis = -1> (t, s)
+        }"""
+    )
+    onnx.save(model, str(src))
+    out = tmp_path / "out.onnx"
+    r = _run([src, "-o", out, "--target", "onnxruntime", "--quiet"])
+    assert r.returncode == 0, r.stderr
+    saved = onnx.load(str(out))
+    assert [(n.domain, n.op_type) for n in saved.graph.node] == [
+        ("com.microsoft", "SkipSimplifiedLayerNormalization")
+    ]
+    feeds = random_feeds(model, 0)
+    assert_outputs_close(ort_run(saved, feeds), ort_run(model, feeds))
+    bad = tmp_path / "bad.onnx"
+    r = _run([src, "-o", bad, "--target", "tensorrt"])
+    assert r.returncode == 1 and "tensorrt" in r.stderr, r.stderr
+    r = _run([src, "-o", bad, "--target", "onnxruntime", "--pipeline", "fast"])
+    assert r.returncode == 2 and "--pipeline" in r.stderr, r.stderr
+    assert not bad.exists()
