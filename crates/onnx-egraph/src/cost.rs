@@ -119,12 +119,22 @@ pub fn node_estimate(egraph: &OnnxEGraph, class: Id, node: &crate::lang::ONode) 
     };
     let op_type = &info.op_type;
     // Multiply-accumulates: per output element, the reduced length (the weights per output
-    // channel for Conv, A's last dim for MatMul, K for Gemm); per input element, the weights
+    // channel for Conv, A's last dim for MatMul and onnxruntime's MatMulNBits, K for Gemm); per input element, the weights
     // per input channel for ConvTranspose.
     let macs = match (op_type.as_str(), inputs) {
-        ("MatMul", [a, _]) => dims(egraph, *a)
+        ("MatMul", [a, _]) | ("MatMulNBits", [a, ..]) => dims(egraph, *a)
             .and_then(|d| d.last().copied())
             .map(|k| out * k),
+        // onnxruntime's FusedMatMul: K is the dim A and B share among their last two (either
+        // may be transposed).
+        ("FusedMatMul", [a, b]) => match (dims(egraph, *a), dims(egraph, *b)) {
+            (Some(da), Some(db)) if da.len() >= 2 && db.len() >= 2 => {
+                let (a1, a2) = (da[da.len() - 1], da[da.len() - 2]);
+                let b_last = [db[db.len() - 1], db[db.len() - 2]];
+                Some(out * if b_last.contains(&a1) { a1 } else { a2 })
+            }
+            _ => None,
+        },
         ("Gemm", [_, _, ..]) => Some(out * (ins[0] * ins[1] / out.max(1.0)).sqrt()),
         ("Conv", [_, w, ..]) => {
             dims(egraph, *w).and_then(|d| d.first().map(|&cout| out * ins[1] / cout.max(1.0)))

@@ -143,6 +143,27 @@ fn budget_floor_for(info: &OpInfo, floor: usize) -> usize {
     }
 }
 
+/// What a constant input counts for in a folding budget: its bytes, but one byte per element
+/// for a type narrower than a byte (int4, uint4, float4e2m1, int2, uint2, the float6 types).
+/// Their packing is a storage detail: a Cast of 4-bit weights to a byte type (repacking them
+/// for another runtime's layout, as `rules/onnxruntime.rules` does for MatMulNBits) is allowed
+/// the same elements at a byte each, and no more.
+fn budget_bytes(entry: &crate::tables::ConstEntry) -> usize {
+    let narrow = entry
+        .tensor
+        .data_type
+        .and_then(onnx_ref::DType::from_code)
+        .is_some_and(|d| d.bit_width() > 0 && d.bit_width() < 8);
+    if narrow {
+        let elems: i64 = entry.tensor.dims.iter().product();
+        entry
+            .bytes
+            .max(usize::try_from(elems).unwrap_or(usize::MAX))
+    } else {
+        entry.bytes
+    }
+}
+
 /// False when inference already shows the result is over the folding budget (so a huge
 /// ConstantOfShape/Expand/Tile is never computed just to be thrown away).
 fn within_budget(egraph: &OnnxEGraph, info: &OpInfo, inferred: &ClassData, inputs: &[Id]) -> bool {
@@ -153,7 +174,7 @@ fn within_budget(egraph: &OnnxEGraph, info: &OpInfo, inferred: &ClassData, input
     let input_bytes: usize = inputs[..info.n_inputs]
         .iter()
         .filter_map(|&c| egraph[c].data.constant)
-        .map(|k| egraph.analysis.consts.get(k).bytes)
+        .map(|k| budget_bytes(egraph.analysis.consts.get(k)))
         .sum();
     let budget = floor.max(input_bytes) as f64;
     let types: Vec<&onnx_proto::TypeProto> = match &inferred.tuple_types {
@@ -285,7 +306,7 @@ fn fold_op(
             continue;
         }
         let k = egraph[c].data.constant?;
-        input_bytes += egraph.analysis.consts.get(k).bytes;
+        input_bytes += budget_bytes(egraph.analysis.consts.get(k));
         match egraph.analysis.const_value(k) {
             Ok(v) => values.push(Some((*v).clone())),
             Err(e) => {

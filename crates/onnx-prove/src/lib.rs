@@ -701,7 +701,7 @@ fn prove_in(ctx: &Ctx<'_>, opts: &ProveOptions) -> RuleVerdict {
 
 /// A reason cut to its first clause (so that counts group).
 fn short(why: &str) -> String {
-    let s: String = why.chars().take(80).collect();
+    let s: String = why.chars().take(160).collect();
     s.split(['\n']).next().unwrap_or_default().to_string()
 }
 

@@ -11,6 +11,11 @@ use super::{
 use crate::choice::{float_tensor, int_tensor, random_tensor, DataOpts};
 use crate::hints::{eval, GVal};
 
+/// The largest dim a `hint dim(v, i) == N` sets (larger hints are ignored): big enough for a
+/// few blocks of a block-quantized weight (MatMulNBits' smallest block is 16), small enough
+/// to keep instances quick.
+const MAX_HINTED_DIM: i64 = 64;
+
 impl Gen<'_> {
     /// A shape of rank `r` from the pool. Always reads six draws, so that a shrunk rank leaves
     /// the draws after it in place.
@@ -159,7 +164,7 @@ impl Gen<'_> {
                 let n = shape.len() as i64;
                 let idx = if i < 0 { i + n } else { i };
                 if let (true, Some(d)) = ((0..n).contains(&idx), self.eval_int(e)) {
-                    if (0..=16).contains(&d) {
+                    if (0..=MAX_HINTED_DIM).contains(&d) {
                         shape[idx as usize] = d as usize;
                     }
                 }

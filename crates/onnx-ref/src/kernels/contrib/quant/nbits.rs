@@ -335,7 +335,7 @@ fn matmul_nbits(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>
     check_size("MatMulNBits result", &out_shape)?;
     let m: usize = lead.iter().product();
     let mut a32 = float_data(ctx, a, "A")?;
-    let bits = required_attr(ctx, "bits")?;
+    let bits = ctx.attr_int("bits", 4)?;
     if ctx.attr_int("accuracy_level", 0)? == 4 && matches!(bits, 4 | 8) {
         let block = required_attr(ctx, "block_size")?;
         quantize_a_int8(a32.to_mut(), k, block);
