@@ -45,21 +45,29 @@ def test_qdq_int4_becomes_matmul_nbits(folder, symmetric):
     qdq = _quantize(original, symmetric, QuantFormat.QDQ)
     quantized = op_histogram(qdq)["DequantizeLinear"]
     assert quantized > 0
-    lowered = onnx_opt.optimize(qdq, target="onnxruntime", unsafe_rules=True)
-    onnx.checker.check_model(lowered)
-    ops = op_histogram(lowered)
+    # Each DequantizeLinear + MatMul as a MatMulNBits (the stacking pass left out), its weights
+    # packed as the quantizer's own MatMulNBits form packs them.
+    separate = onnx_opt.optimize(qdq, target="onnxruntime", unsafe_rules=True,
+                                skip_rules=["merge-sibling-matmul-nbits"])
+    ops = op_histogram(separate)
     assert (ops["MatMulNBits"], ops["DequantizeLinear"]) == (quantized, 0), ops
-    assert ops["GroupQueryAttention"] == 2, ops
-    # The weights are packed as the quantizer's own MatMulNBits form packs them.
     reference = _quantize(original, symmetric, QuantFormat.QOperator)
     packed = {t.name: onnx.numpy_helper.to_array(t) for t in reference.graph.initializer}
-    ours = [onnx.numpy_helper.to_array(t) for t in lowered.graph.initializer]
+    ours = [onnx.numpy_helper.to_array(t) for t in separate.graph.initializer]
     for node in reference.graph.node:
         if node.op_type != "MatMulNBits":
             continue
         for name in node.input[1:]:
             want = packed[name].reshape(-1)
             assert any(o.size == want.size and np.array_equal(o.reshape(-1), want) for o in ours), name
+    # The whole pipeline: each layer's query, key and value projections stacked into one
+    # MatMulNBits and a Split, as the builder packs them.
+    lowered = onnx_opt.optimize(qdq, target="onnxruntime", unsafe_rules=True)
+    onnx.checker.check_model(lowered)
+    ops = op_histogram(lowered)
+    layers = 2
+    assert (ops["MatMulNBits"], ops["DequantizeLinear"]) == (quantized - 2 * layers, 0), ops
+    assert ops["GroupQueryAttention"] == layers, ops
     for b, s, p, pad in ORT_CASES:
         feeds = _feeds(original, b, s, p, pad)
         assert_outputs_close(ort_run(lowered, feeds), ort_run(qdq, feeds))

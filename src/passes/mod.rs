@@ -20,6 +20,7 @@
 //! | `merge-sibling-matmuls` | [`sibling_matmul`] | MatMuls over one input become one MatMul and a Split |
 //! | `merge-sibling-convs` | [`sibling_conv`] | Convs over one input become one Conv and a Split (node-count cost only) |
 //! | `lower` | [`saturate`] | the lowering phases (a runtime's own ops) over the extracted model, under their cost |
+//! | `merge-sibling-matmul-nbits` | [`sibling_nbits`] | onnxruntime's MatMulNBits over one input become one and a Split |
 //!
 //! Only `saturate`, `saturate-at-target` and `lower` rewrite with rules (which the prover covers); the
 //! others exist for what extraction cannot choose, and their headers say why.
@@ -55,6 +56,7 @@ mod renumber;
 pub(crate) mod saturate;
 pub(crate) mod sibling_conv;
 pub(crate) mod sibling_matmul;
+pub(crate) mod sibling_nbits;
 
 /// What a pass changed, by kind (`"spliced_ifs" -> 2`); empty when it changed nothing.
 pub(crate) type Changes = BTreeMap<&'static str, usize>;
@@ -83,6 +85,7 @@ pub(crate) const PASSES: &[&dyn Pass] = &[
     &sibling_matmul::MergeSiblingMatMuls,
     &sibling_conv::MergeSiblingConvs,
     &saturate::Lower,
+    &sibling_nbits::MergeSiblingMatMulNBits,
 ];
 
 /// The pass of a name.
@@ -358,6 +361,10 @@ pub(crate) fn describe(run: &PassRun) -> Option<String> {
         "merge-sibling-matmuls" if n("merged_matmuls") > 0 => format!(
             "matmuls: {} MatMul node(s) merged into a sibling that reads the same input",
             n("merged_matmuls")
+        ),
+        "merge-sibling-matmul-nbits" if n("merged_matmul_nbits") > 0 => format!(
+            "matmul-nbits: {} MatMulNBits node(s) merged into a sibling that reads the same input",
+            n("merged_matmul_nbits")
         ),
         "merge-sibling-convs" if n("merged_convs") > 0 => format!(
             "convs: {} Conv node(s) merged into a sibling that reads the same input",
