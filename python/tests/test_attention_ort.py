@@ -132,3 +132,26 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
             continue  # dynamo's exports fix the batch at 2
         feeds = _feeds(original, b, s, p, pad)
         assert_outputs_close(ort_run(lowered, feeds), ort_run(original, feeds))
+
+
+ENCODERS = sorted(HF.glob("vit_torchscript_opset1[47]"))
+
+
+@pytest.mark.parametrize("folder", ENCODERS, ids=[d.name for d in ENCODERS])
+def test_encoder_attention_fuses_and_lowers_to_multi_head_attention(folder):
+    """ViT as the TorchScript exporter writes it (torch's SDPA decomposition: the query and the
+    key, moved to [batch, heads, head, seq] by one Transpose, each scaled by sqrt(scale)): one
+    opset-23 Attention per layer, and with `target="onnxruntime"` (and `unsafe_rules`, for
+    MultiHeadAttention's NaN behaviour) one MultiHeadAttention per layer; onnxruntime's outputs
+    of the original either way."""
+    original = onnx.load(str(folder / "model.onnx"))
+    feeds = load_data_set(folder)[0]
+    expected = ort_run(original, feeds)
+    fused = onnx_opt.optimize(original, target_opset=23)
+    assert op_histogram(fused)["Attention"] == 2, op_histogram(fused)
+    assert_outputs_close(ort_run(fused, feeds), expected)
+    lowered = onnx_opt.optimize(original, target="onnxruntime", unsafe_rules=True)
+    onnx.checker.check_model(lowered)
+    ops = op_histogram(lowered)
+    assert (ops["MultiHeadAttention"], ops["Attention"], ops["Softmax"]) == (2, 0, 0), ops
+    assert_outputs_close(ort_run(lowered, feeds), expected)
