@@ -50,6 +50,7 @@ pub(crate) mod expand;
 pub(crate) mod functions;
 pub(crate) mod if_const;
 pub(crate) mod inline;
+pub(crate) mod ir_version;
 pub(crate) mod names;
 pub(crate) mod normal_form;
 mod renumber;
@@ -361,6 +362,11 @@ pub(crate) fn describe(run: &PassRun) -> Option<String> {
         "merge-sibling-matmuls" if n("merged_matmuls") > 0 => format!(
             "matmuls: {} MatMul node(s) merged into a sibling that reads the same input",
             n("merged_matmuls")
+        ),
+        "lower" if n("ir_version_lowered_from") > 0 => format!(
+            "ir version: {} -> {} (the highest onnxruntime loads; nothing in the model needs more)",
+            n("ir_version_lowered_from"),
+            ir_version::ONNXRUNTIME_MAX_IR
         ),
         "merge-sibling-matmul-nbits" if n("merged_matmul_nbits") > 0 => format!(
             "matmul-nbits: {} MatMulNBits node(s) merged into a sibling that reads the same input",

@@ -6,7 +6,7 @@
 //! Every rewrite these passes make is a rule (text, `RustRule` or raw egg rewrite), so `rules
 //! list`, `rules explain` and the prover cover them.
 
-use onnx_egraph::Phase;
+use onnx_egraph::{CostKind, Phase};
 use onnx_ir::Model;
 
 use super::{Changes, Pass, PassContext};
@@ -102,7 +102,14 @@ impl Pass for Lower {
         };
         let (out, fired) = cx.saturate_with_cost(model, &lowering, Some(cost))?;
         *model = out;
-        Ok(Changes::from([("rule_firings", fired)]))
+        let mut changes = Changes::from([("rule_firings", fired)]);
+        // A model for onnxruntime is written at an IR version it loads, where that is equal.
+        if cost == CostKind::OnnxRuntime {
+            if let Some((from, _)) = super::ir_version::clamp_for_onnxruntime(model) {
+                changes.insert("ir_version_lowered_from", from as usize);
+            }
+        }
+        Ok(changes)
     }
 }
 
