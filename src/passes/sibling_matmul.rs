@@ -186,6 +186,27 @@ pub(crate) fn replace_nodes(
     g.order = new_order;
 }
 
+/// Ends a sibling merge: the merged nodes go in at their positions (see [`replace_nodes`]), the
+/// replaced nodes and the initializers at `removed_inits` (positions in the list) go, and the new
+/// initializers are appended.
+pub(crate) fn apply_merges(
+    g: &mut Graph,
+    placed: BTreeMap<usize, Vec<Node>>,
+    removed_nodes: &BTreeSet<usize>,
+    removed_inits: &BTreeSet<usize>,
+    new_inits: Vec<ValueId>,
+) {
+    replace_nodes(g, placed, removed_nodes);
+    let inits = std::mem::take(&mut g.initializers);
+    g.initializers = inits
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !removed_inits.contains(i))
+        .map(|(_, id)| id)
+        .chain(new_inits)
+        .collect();
+}
+
 /// Bytes per element (none for types narrower than a byte, or strings).
 fn element_size(data_type: i32) -> Option<usize> {
     let bits = onnx_ref::DType::from_code(data_type)?.bit_width();
@@ -347,15 +368,7 @@ fn merge_in(g: &mut Graph, opset: i64, names: &mut BTreeSet<Name>) -> usize {
         }
         merged += group.len() - 1;
     }
-    replace_nodes(g, placed, &removed_nodes);
-    let inits = std::mem::take(&mut g.initializers);
-    g.initializers = inits
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !removed_inits.contains(i))
-        .map(|(_, id)| id)
-        .chain(new_inits)
-        .collect();
+    apply_merges(g, placed, &removed_nodes, &removed_inits, new_inits);
     merged
 }
 

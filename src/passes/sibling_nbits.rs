@@ -24,7 +24,7 @@ use onnx_ir::{same_domain, Graph, Model, Name, Node, NodeId, Value, ValueId};
 
 use super::names::{collect_names, fresh};
 use super::sibling_matmul::{
-    default_opset, initializer_positions, initializer_value, node_like, replace_nodes, slot_name,
+    apply_merges, default_opset, initializer_positions, initializer_value, node_like, slot_name,
     split_node, use_counts, MERGE_MAX_BYTES, MIN_GROUP,
 };
 
@@ -254,15 +254,7 @@ pub(crate) fn merge_sibling_matmul_nbits(model: &mut Model) -> usize {
     if merged == 0 {
         return 0;
     }
-    replace_nodes(g, placed, &removed_nodes);
-    let inits = std::mem::take(&mut g.initializers);
-    g.initializers = inits
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !removed_inits.contains(i))
-        .map(|(_, id)| id)
-        .chain(new_inits)
-        .collect();
+    apply_merges(g, placed, &removed_nodes, &removed_inits, new_inits);
     merged
 }
 

@@ -177,6 +177,17 @@ impl ClassData {
 }
 
 impl OnnxAnalysis {
+    /// The version rules bind ops of a non-default `domain` at: the model's import of it, or
+    /// where the model imports none yet, the newest version the schemas know (a right side
+    /// writes such an op there, and the emitted model then imports it; a left side matches an
+    /// op an earlier rule of the phase wrote).
+    pub(crate) fn domain_opset(&self, domain: &str) -> Option<i64> {
+        self.opsets
+            .get(domain)
+            .copied()
+            .or_else(|| onnx_schema::registry().max_opset(domain))
+    }
+
     /// The interned op descriptions (`NodeKind::Op(id)` names one).
     pub fn ops(&self) -> &OpTable {
         &self.ops

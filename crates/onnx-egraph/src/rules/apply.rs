@@ -172,14 +172,9 @@ impl RhsBuilder<'_> {
                 let opset = if r.domain.is_empty() {
                     self.opset
                 } else {
-                    // A domain the model does not import yet is written at the newest
-                    // version the schemas know (the emitted model then imports it).
                     self.eg
                         .analysis
-                        .opsets
-                        .get(&r.domain)
-                        .copied()
-                        .or_else(|| onnx_schema::registry().max_opset(&r.domain))
+                        .domain_opset(&r.domain)
                         .ok_or_else(|| RhsError::NoOpset {
                             domain: r.domain.clone(),
                         })?

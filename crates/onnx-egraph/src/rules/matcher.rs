@@ -246,18 +246,10 @@ impl<'a> Matcher<'a> {
                 let since = match cached {
                     Some(s) => s,
                     None => {
-                        // A domain the model does not import binds at the newest version
-                        // the schemas know, as a right side writes it: a rule's op of that
-                        // domain (written by an earlier rule of the phase) is matched.
                         let opset = if r.domain.is_empty() {
                             Some(self.opset)
                         } else {
-                            self.eg
-                                .analysis
-                                .opsets
-                                .get(&r.domain)
-                                .copied()
-                                .or_else(|| onnx_schema::registry().max_opset(&r.domain))
+                            self.eg.analysis.domain_opset(&r.domain)
                         };
                         let s = opset.and_then(|v| {
                             onnx_schema::registry()
