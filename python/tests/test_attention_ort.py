@@ -20,8 +20,14 @@ HF = REPO / "tests/models/hf"
 OPTIMUM = REPO / "tests/models/optimum"
 
 #: (folder, layers, needs unsafe rules)
+def _is_decoder(folder) -> bool:
+    """A decoder with a KV cache (tests/models/optimum also holds encoders)."""
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    return any(i.name.startswith("past_key_values.") for i in graph.input)
+
+
 EXPORTS = [(d, 2, False) for d in sorted(HF.glob("*_opset1[78]")) if "vit" not in d.name and "convnext" not in d.name] + [
-    (d, 2, True) for d in sorted(OPTIMUM.glob("*_optimum"))
+    (d, 2, True) for d in sorted(OPTIMUM.glob("*_optimum")) if _is_decoder(d)
 ]
 
 
@@ -121,6 +127,11 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
     if ops["GroupQueryAttention"] + ops["MultiHeadAttention"] > 0:
         assert ("com.microsoft", 1) in [(o.domain, o.version) for o in lowered.opset_import]
     if "gpt2" in folder.name:
+        # No rotary between c_attn's Split and the attention: the packed-QKV form, no Split.
+        for node in lowered.graph.node:
+            if node.op_type == "GroupQueryAttention":
+                assert node.input[1:3] == ["", ""], list(node.input)
+        assert ops["Split"] == 0, ops
         assert ops["SkipLayerNormalization"] >= 2 * layers - 1, ops
         assert (ops["FastGelu"], ops["Gelu"]) == (layers, 0), ops
     else:
@@ -134,14 +145,17 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
         assert_outputs_close(ort_run(lowered, feeds), ort_run(original, feeds))
 
 
-ENCODERS = sorted(HF.glob("vit_torchscript_opset1[47]"))
+#: ViT as the TorchScript exporter writes it, and Optimum's BERT and ModernBERT (sdpa attention,
+#: a mask of the lowest float from `attention_mask`; ModernBERT's rotary stays unfused).
+ENCODERS = sorted(HF.glob("vit_torchscript_opset1[47]")) + [OPTIMUM / "bert_optimum", OPTIMUM / "modernbert_optimum"]
 
 
 @pytest.mark.parametrize("folder", ENCODERS, ids=[d.name for d in ENCODERS])
 def test_encoder_attention_fuses_and_lowers_to_multi_head_attention(folder):
     """ViT as the TorchScript exporter writes it (torch's SDPA decomposition: the query and the
-    key, moved to [batch, heads, head, seq] by one Transpose, each scaled by sqrt(scale)): one
-    opset-23 Attention per layer, and with `target="onnxruntime"` (and `unsafe_rules`, for
+    key, moved to [batch, heads, head, seq] by one Transpose, each scaled by sqrt(scale)), and
+    Optimum's BERT and ModernBERT (their stored inputs right-pad one sample): one opset-23
+    Attention per layer, and with `target="onnxruntime"` (and `unsafe_rules`, for
     MultiHeadAttention's NaN behaviour) one MultiHeadAttention per layer; onnxruntime's outputs
     of the original either way."""
     original = onnx.load(str(folder / "model.onnx"))
