@@ -260,7 +260,8 @@ impl Pipeline {
 
     /// The passes that run, in order: the `[[pass]]` list, or when the file has none, every
     /// pass (`expand-bodies`, `convert-functions`, `saturate`, `splice-constant-ifs`,
-    /// `saturate-at-target`, `merge-sibling-matmuls`, `merge-sibling-convs`, `lower`,
+    /// `saturate-at-target`, `merge-sibling-matmuls`, `merge-sibling-matmul-pairs`,
+    /// `merge-sibling-convs`, `lower`,
     /// `merge-sibling-matmul-nbits`) for a pipeline with
     /// phases, and for one without (conversion only) the first five, with
     /// `splice-constant-ifs` only after `expand-bodies` wrote a body.

@@ -18,6 +18,7 @@
 //! | `splice-constant-ifs` | [`if_const`] | an If with a constant condition becomes its branch; saturate again |
 //! | `saturate-at-target` | [`saturate`] | conversion up: the phases again at the target opset |
 //! | `merge-sibling-matmuls` | [`sibling_matmul`] | MatMuls over one input become one MatMul and a Split |
+//! | `merge-sibling-matmul-pairs` | [`sibling_matmul`] | the same for pairs too (onnxruntime's pipeline) |
 //! | `merge-sibling-convs` | [`sibling_conv`] | Convs over one input become one Conv and a Split (node-count cost only) |
 //! | `lower` | [`saturate`] | the lowering phases (a runtime's own ops) over the extracted model, under their cost |
 //! | `merge-sibling-matmul-nbits` | [`sibling_nbits`] | onnxruntime's MatMulNBits over one input become one and a Split |
@@ -84,6 +85,7 @@ pub(crate) const PASSES: &[&dyn Pass] = &[
     &if_const::SpliceConstantIfs,
     &saturate::SaturateAtTarget,
     &sibling_matmul::MergeSiblingMatMuls,
+    &sibling_matmul::MergeSiblingMatMulPairs,
     &sibling_conv::MergeSiblingConvs,
     &saturate::Lower,
     &sibling_nbits::MergeSiblingMatMulNBits,
@@ -359,7 +361,7 @@ pub(crate) fn describe(run: &PassRun) -> Option<String> {
             "if: {} If node(s) with a constant condition replaced by the branch taken",
             n("spliced_ifs")
         ),
-        "merge-sibling-matmuls" if n("merged_matmuls") > 0 => format!(
+        "merge-sibling-matmuls" | "merge-sibling-matmul-pairs" if n("merged_matmuls") > 0 => format!(
             "matmuls: {} MatMul node(s) merged into a sibling that reads the same input",
             n("merged_matmuls")
         ),

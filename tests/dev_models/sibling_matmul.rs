@@ -191,3 +191,35 @@ fn projections_too_large_to_copy_stay_separate() {
         assert_eq!(merged > 0, merges, "{cols} columns: {merged} merged");
     }
 }
+
+/// The `onnxruntime` pipeline's `merge-sibling-matmul-pairs` stacks two siblings too (a gated
+/// MLP's gate and up projections); the default pipeline leaves a pair apart (above).
+#[test]
+fn the_onnxruntime_pipeline_merges_a_pair() {
+    let text = projections(
+        13,
+        "",
+        "wv = Constant <value = float[4,3] {1.0, 0.0, -1.0, 2.0, 0.5, 0.25, -2.0, 3.0, 1.0, 0.0, 1.0, 4.0}> ()\n  wz = Relu(x)",
+    )
+    .replace("v = MatMul(x, wv)", "v = MatMul(wz, wv)");
+    let model = onnx_opt::parse_text(&text).unwrap();
+    let out = onnx_opt::Optimizer::new()
+        .pipeline(onnx_opt::Pipeline::builtin("onnxruntime").unwrap())
+        .check(3)
+        .optimize(&model)
+        .unwrap();
+    let g = out.model.to_proto().graph.unwrap();
+    let count = |op: &str| {
+        g.node
+            .iter()
+            .filter(|n| n.op_type.as_deref() == Some(op))
+            .count()
+    };
+    assert_eq!((count("MatMul"), count("Split")), (2, 1));
+    assert_eq!(
+        out.report
+            .passes
+            .count("merge-sibling-matmul-pairs", "merged_matmuls"),
+        1
+    );
+}
