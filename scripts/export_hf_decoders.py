@@ -70,6 +70,22 @@ def configs():
             transformers.GemmaForCausalLM,
             dict(common, head_dim=HIDDEN // HEADS),
         ),
+        # eager attention with attention logit softcapping (transformers' sdpa drops it); a cap
+        # of 5 changes these small random scores visibly (the default, 50, would leave them
+        # almost as they are); no sliding window within these lengths, no final logit softcapping
+        "gemma2": (
+            transformers.Gemma2Config,
+            transformers.Gemma2ForCausalLM,
+            dict(
+                common,
+                head_dim=HIDDEN // HEADS,
+                query_pre_attn_scalar=HIDDEN // HEADS,
+                attn_logit_softcapping=5.0,
+                final_logit_softcapping=None,
+                sliding_window=64,
+                cache_implementation=None,
+            ),
+        ),
     }
 
 
