@@ -128,7 +128,7 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
             assert node.domain == "com.microsoft"
         if node.op_type == "GroupQueryAttention":
             assert len(node.output) == 3 and all(node.output), node.output
-    if "gemma2" in folder.name and not dynamo:
+    if folder.name.startswith("gemma2_torchscript"):
         for node in lowered.graph.node:
             if node.op_type == "GroupQueryAttention":
                 assert [a.f for a in node.attribute if a.name == "softcap"] == [5.0], node
@@ -150,7 +150,19 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
         if batch.HasField("dim_value") and batch.dim_value != b:
             continue  # dynamo's exports fix the batch at 2
         feeds = _feeds(original, b, s, p, pad)
-        assert_outputs_close(ort_run(lowered, feeds), ort_run(original, feeds))
+        actual, expected = ort_run(lowered, feeds), ort_run(original, feeds)
+        if ops["Attention"] and pad and p == 0:
+            # An opset-23 Attention left in (dynamo's Gemma-2: MultiHeadAttention has no
+            # softcap) meets onnxruntime 1.31.1's Attention kernel on a first prompt's padded
+            # token, whose query sees no key under the lowest-float mask: the export averages
+            # every value there and that kernel does not (see the fused test above). The row is
+            # padding; its logits, and the later layers' presents at it, are left out.
+            for out in (expected, actual):
+                out["logits"][0, :pad] = 0
+                for name, v in out.items():
+                    if name.startswith("present.") and not name.startswith("present.0."):
+                        v[0, :, :pad] = 0
+        assert_outputs_close(actual, expected)
 
 
 #: ViT as the TorchScript exporter writes it, and Optimum's BERT and ModernBERT (sdpa attention,
