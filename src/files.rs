@@ -314,6 +314,17 @@ pub fn render_table(o: &Outcome) -> String {
                 dims.join(", ")
             ));
         }
+        if !r.check_realistic_dims.is_empty() {
+            let dims: Vec<String> = r
+                .check_realistic_dims
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            s.push_str(&format!(
+                "; half of them on the dims a user sends: {}",
+                dims.join(", ")
+            ));
+        }
         if let Some(why) = &r.check_random_skipped {
             s.push_str(&format!("; random inputs stopped: {why}"));
         }

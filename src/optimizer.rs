@@ -152,6 +152,9 @@ pub struct Report {
     /// Dims of the random inputs that the check chose so that the original runs (those not
     /// left at 1 nor set by the user).
     pub check_dims: BTreeMap<String, i64>,
+    /// The realistic dims (a dim named `a + b` at the sum) half the random inputs used, where
+    /// they differ from `check_dims` (ARCHITECTURE.md, "The check").
+    pub check_realistic_dims: BTreeMap<String, i64>,
     /// Each pass of the pipeline, in order, with what it changed (`"splice-constant-ifs" ->
     /// {"spliced_ifs": 2}`); in `--report`, a map from pass name to its run.
     pub passes: crate::passes::PassRuns,
@@ -633,6 +636,7 @@ impl Optimizer {
                 check_skipped: checked.skipped,
                 check_opaque: checked.opaque,
                 check_dims: checked.dims,
+                check_realistic_dims: checked.realistic_dims,
                 passes,
                 optimize_ms,
                 estimate_before: egraph.main.estimate_before,

@@ -299,6 +299,63 @@ fn ordered_moves(
     out
 }
 
+/// The dims a user sends: `dims`, with every dim param whose name is an arithmetic expression
+/// of other dim params (`past_sequence_length + sequence_length`, as Optimum names an attention
+/// mask's length; `a - b`, `a * b`, or one of them and an integer) set to that expression's
+/// value. ONNX gives such a name no arithmetic (it is a name like any other), so these are one
+/// choice among the dims the spec allows, the realistic one; `None` when no param is such an
+/// expression. Params given in `dims` are left as given.
+pub(crate) fn realistic_dims(
+    dims: &BTreeMap<String, i64>,
+    params: &[String],
+) -> Option<BTreeMap<String, i64>> {
+    let value = |term: &str, d: &BTreeMap<String, i64>| -> Option<i64> {
+        let term = term.trim();
+        match term.parse::<i64>() {
+            Ok(v) => Some(v),
+            Err(_) => params
+                .iter()
+                .any(|p| p == term)
+                .then(|| d.get(term).copied().unwrap_or(1)),
+        }
+    };
+    let mut out = dims.clone();
+    let mut any = false;
+    for p in params {
+        if dims.contains_key(p) {
+            continue;
+        }
+        let Some((at, op)) = p
+            .char_indices()
+            .find(|&(_, c)| matches!(c, '+' | '-' | '*'))
+            .filter(|&(i, _)| i > 0)
+        else {
+            continue;
+        };
+        let (lhs, rhs) = (&p[..at], &p[at + 1..]);
+        if rhs.contains(['+', '-', '*']) {
+            continue;
+        }
+        let (Some(a), Some(b)) = (value(lhs, dims), value(rhs, dims)) else {
+            continue;
+        };
+        // Both sides name something (two integers are no dim of the graph's).
+        if lhs.trim().parse::<i64>().is_ok() && rhs.trim().parse::<i64>().is_ok() {
+            continue;
+        }
+        let v = match op {
+            '+' => a.checked_add(b),
+            '-' => a.checked_sub(b),
+            _ => a.checked_mul(b),
+        };
+        if let Some(v) = v.filter(|&v| v >= 1) {
+            out.insert(p.clone(), v);
+            any = true;
+        }
+    }
+    any.then_some(out)
+}
+
 /// Searches dims under which `run` succeeds, starting from `start`. Returns the dims and
 /// `None`, or the best dims found and the last failure's message. `params` are the names it
 /// may change (those the user set are left out by the caller).

@@ -8,6 +8,7 @@ use onnx_opt::{compare_models, Tolerance};
 
 mod sibling_conv;
 mod sibling_matmul;
+mod unrelated_dims;
 
 /// The development models' `model.onnx` under `shared`, sorted.
 fn dev_models(shared: &std::path::Path) -> Vec<std::path::PathBuf> {
