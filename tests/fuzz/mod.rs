@@ -237,3 +237,45 @@ fn sequences_and_optionals_pass_the_default_pipeline() {
     assert!(sequences > 0, "no model with sequence operators passed");
     assert!(optionals > 0, "no model with optional operators passed");
 }
+
+/// Over a fixed seed range, models whose inputs name a dim as a sum it does not equal
+/// (`n2 + n2` for a dim of 3: ONNX gives a dim's name no arithmetic) are generated and pass the
+/// oracle under the default configuration.
+#[test]
+fn dims_named_as_sums_they_are_not_pass_the_default_pipeline() {
+    use onnx_proto::tensor_shape_proto::dimension::Value as Dim;
+    let opts = GenOptions::default();
+    let mut named = 0;
+    for seed in 0..400u64 {
+        let Generated::Case(case) = generate_case(seed, &opts) else {
+            continue;
+        };
+        let sums: Vec<String> = case
+            .proto()
+            .graph
+            .iter()
+            .flat_map(|g| &g.input)
+            .filter_map(|vi| match vi.r#type.as_ref()?.value.as_ref()? {
+                onnx_proto::type_proto::Value::TensorType(t) => t.shape.as_ref(),
+                _ => None,
+            })
+            .flat_map(|s| &s.dim)
+            .filter_map(|d| match &d.value {
+                Some(Dim::DimParam(p)) if p.contains(" + ") => Some(p.clone()),
+                _ => None,
+            })
+            .collect();
+        if sums.is_empty() {
+            continue;
+        }
+        let (name, optimizer) = campaign(model_opset(&case.model))
+            .into_iter()
+            .find(|(n, _)| n == "default")
+            .expect("the campaign has the default configuration");
+        if let Verdict::Failed(f) = check_case(&case, &optimizer) {
+            panic!("[{name}] seed {seed}: {f}\n{}", case.text());
+        }
+        named += 1;
+    }
+    assert!(named > 0, "no model named a dim as a sum");
+}

@@ -556,6 +556,13 @@ impl Gen<'_> {
                 }
             }
         }
+        // A dim named as arithmetic of others that it does not equal (`n2 + n2` for a dim of
+        // 3): ONNX gives a dim's name no arithmetic, so nothing may be derived from it. The
+        // optimizer's check draws such a name as the sum first (Optimum names an attention
+        // mask `past_sequence_length + sequence_length`); the trials here keep its real size.
+        if self.symbolic && self.ch.one_in(5) {
+            rename_a_dim_as_a_sum(&mut graph);
+        }
         for &k in &outputs {
             let symbolic = self.symbolic && self.values[k].kind == ValueKind::Input;
             graph.output.push(self.value_info(k, symbolic));
@@ -577,6 +584,48 @@ impl Gen<'_> {
             size,
         };
         Ok((model, instance))
+    }
+}
+
+/// Renames the graph inputs' largest symbolic dim `nD` to `nA + nA`, for the smallest other
+/// symbolic dim `nA` with 2A != D, everywhere it occurs (dims named alike stay alike). Nothing
+/// when the inputs have fewer than two symbolic dims.
+fn rename_a_dim_as_a_sum(graph: &mut onnx_proto::GraphProto) {
+    use onnx_proto::tensor_shape_proto::dimension::Value as Dim;
+    let mut sizes: Vec<i64> = Vec::new();
+    for vi in &graph.input {
+        let Some(onnx_proto::type_proto::Value::TensorType(t)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            continue;
+        };
+        for d in t.shape.iter().flat_map(|s| s.dim.iter()) {
+            if let Some(Dim::DimParam(p)) = &d.value {
+                if let Some(k) = p.strip_prefix('n').and_then(|k| k.parse::<i64>().ok()) {
+                    if !sizes.contains(&k) {
+                        sizes.push(k);
+                    }
+                }
+            }
+        }
+    }
+    sizes.sort_unstable();
+    let Some(&largest) = sizes.last() else { return };
+    let Some(&other) = sizes.iter().find(|&&a| a != largest && 2 * a != largest) else {
+        return;
+    };
+    let (from, to) = (format!("n{largest}"), format!("n{other} + n{other}"));
+    for vi in &mut graph.input {
+        let Some(onnx_proto::type_proto::Value::TensorType(t)) =
+            vi.r#type.as_mut().and_then(|t| t.value.as_mut())
+        else {
+            continue;
+        };
+        for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
+            if matches!(&d.value, Some(Dim::DimParam(p)) if *p == from) {
+                d.value = Some(Dim::DimParam(to.clone()));
+            }
+        }
     }
 }
 
