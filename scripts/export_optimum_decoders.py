@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Export tiny decoders of eight transformers architectures (Llama, Qwen2, Qwen3, Mistral,
-Phi-3, Gemma-2, Gemma-3 text, GPT-2) with a KV cache through Hugging Face Optimum's ONNX
+"""Export tiny decoders of fourteen transformers architectures (Llama, Qwen2, Qwen3, Mistral,
+Phi-3, Gemma-2, Gemma-3 text, Qwen3-MoE, GPT-OSS, Granite, OLMo-2, Cohere, Phi, GPT-2) with a KV
+cache through Hugging Face Optimum's ONNX
 exporter, as a user running
 
     optimum-cli export onnx --model DIR --task text-generation-with-past OUT
@@ -29,7 +30,8 @@ from the same folder as optimum loads it, run with a DynamicCache of the same pa
 
 usage: target/venv-optimum/bin/python scripts/export_optimum_decoders.py OUT_DIR [--only NAME ...]
        (scripts/setup_optimum_venv.sh creates the venv)
-       NAME: llama qwen2 qwen3 mistral phi3 gemma2 gemma3 gpt2
+       NAME: llama qwen2 qwen3 mistral phi3 gemma2 gemma3 qwen3_moe gpt_oss granite olmo2
+             cohere phi gpt2
        pinned versions used: torch 2.15.0 (CPU), transformers 4.57.1, optimum 2.1.0,
        optimum-onnx 0.1.0, onnx 1.23.2, onnxruntime 1.31.1, numpy 2.4.6
        tests/models/optimum was written with OUT_DIR = tests/models/optimum
@@ -113,6 +115,48 @@ def configs():
             transformers.Gemma3TextConfig,
             transformers.Gemma3ForCausalLM,
             dict(gemma, layer_types=["sliding_attention", "full_attention"]),
+        ),
+        # a mixture of experts on every layer (4 experts, 2 per token)
+        "qwen3_moe": (
+            transformers.Qwen3MoeConfig,
+            transformers.Qwen3MoeForCausalLM,
+            dict(common, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                 decoder_sparse_step=1, mlp_only_layers=[]),
+        ),
+        # experts, attention sinks, layer 0 sliding (window 4), layer 1 global; Optimum loads
+        # it with eager attention
+        "gpt_oss": (
+            transformers.GptOssConfig,
+            transformers.GptOssForCausalLM,
+            dict(common, num_local_experts=4, num_experts_per_tok=2, sliding_window=WINDOW,
+                 layer_types=["sliding_attention", "full_attention"]),
+        ),
+        # its four multipliers away from 1
+        "granite": (
+            transformers.GraniteConfig,
+            transformers.GraniteForCausalLM,
+            dict(common, embedding_multiplier=2.0, residual_multiplier=0.5,
+                 attention_multiplier=0.2, logits_scaling=4.0),
+        ),
+        # norms after the attention and the MLP, q/k norms over the whole projection
+        "olmo2": (
+            transformers.Olmo2Config,
+            transformers.Olmo2ForCausalLM,
+            {k: v for k, v in common.items() if k != "head_dim"},
+        ),
+        # LayerNorm without bias, interleaved rotary, attention and MLP in parallel
+        "cohere": (
+            transformers.CohereConfig,
+            transformers.CohereForCausalLM,
+            {k: v for k, v in common.items() if k != "head_dim"},
+        ),
+        # partial rotary (half of each head), LayerNorm, attention and MLP in parallel; no
+        # grouped KV heads
+        "phi": (
+            transformers.PhiConfig,
+            transformers.PhiForCausalLM,
+            dict({k: v for k, v in common.items() if k != "head_dim"},
+                 partial_rotary_factor=0.5, num_key_value_heads=HEADS),
         ),
         "gpt2": (
             transformers.GPT2Config,

@@ -299,6 +299,67 @@ fn ordered_moves(
     out
 }
 
+/// Where the original's outputs break the dim names of the graph's declared output shapes
+/// under `dims`: a `dim_param` whose size differs from the one the inputs bound to that name
+/// (the inputs' params at `dims`, 1 where unset) or from another output's dim of the same name
+/// (an output whose rank differs from its declaration, and fixed sizes, are left alone: a
+/// stale declaration binds nothing). ONNX's dimension variables are not scoped: one name is one
+/// value across the whole graph, outputs included (IR.md, "Static tensor shapes"), so inputs
+/// under which the outputs disagree with their declaration are outside the model's interface,
+/// however the original runs on them. The message names both sizes, for the dims search.
+pub(crate) fn output_dims_broken(
+    model: &ModelProto,
+    dims: &BTreeMap<String, i64>,
+    outputs: &[(String, Value)],
+) -> Option<String> {
+    let g = model.graph.as_ref()?;
+    let mut bound: BTreeMap<String, i64> = dim_params(model)
+        .into_iter()
+        .map(|p| {
+            let v = dims.get(&p).copied().unwrap_or(1);
+            (p, v)
+        })
+        .collect();
+    for vi in &g.output {
+        let (Some(name), Some(type_proto::Value::TensorType(tt))) = (
+            vi.name.as_deref(),
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref()),
+        ) else {
+            continue;
+        };
+        let Some(shape) = tt.shape.as_ref() else {
+            continue;
+        };
+        let Some(Value::Tensor(t)) = outputs.iter().find(|(n, _)| n == name).map(|(_, v)| v) else {
+            continue;
+        };
+        let actual = t.shape();
+        // A rank or a fixed size the output does not have is the declaration's own error
+        // (exporters leave stale shapes); only the names bind dims together.
+        if actual.len() != shape.dim.len() {
+            continue;
+        }
+        for (axis, (d, &n)) in shape.dim.iter().zip(actual).enumerate() {
+            let n = n as i64;
+            match &d.value {
+                Some(dimension::Value::DimParam(p)) if !p.is_empty() => {
+                    match bound.get(p) {
+                        Some(&v) if v != n => return Some(format!(
+                            "output '{name}' dim {axis} is {n} where its declared dim '{p}' is {v}"
+                        )),
+                        Some(_) => {}
+                        None => {
+                            bound.insert(p.clone(), n);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
 /// The dims a user sends: `dims`, with every dim param whose name is an arithmetic expression
 /// of other dim params (`past_sequence_length + sequence_length`, as Optimum names an attention
 /// mask's length; `a - b`, `a * b`, or one of them and an integer) set to that expression's
