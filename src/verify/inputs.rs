@@ -342,17 +342,17 @@ pub(crate) fn output_dims_broken(
         for (axis, (d, &n)) in shape.dim.iter().zip(actual).enumerate() {
             let n = n as i64;
             match &d.value {
-                Some(dimension::Value::DimParam(p)) if !p.is_empty() => {
-                    match bound.get(p) {
-                        Some(&v) if v != n => return Some(format!(
+                Some(dimension::Value::DimParam(p)) if !p.is_empty() => match bound.get(p) {
+                    Some(&v) if v != n => {
+                        return Some(format!(
                             "output '{name}' dim {axis} is {n} where its declared dim '{p}' is {v}"
-                        )),
-                        Some(_) => {}
-                        None => {
-                            bound.insert(p.clone(), n);
-                        }
+                        ))
                     }
-                }
+                    Some(_) => {}
+                    None => {
+                        bound.insert(p.clone(), n);
+                    }
+                },
                 _ => {}
             }
         }
