@@ -12,7 +12,10 @@ validation on, the attention implementation transformers picks when loading DIR)
 
 Each model is built from a config (hidden 32, 4 heads, 2 KV heads where the architecture has
 them, head_dim 8, 2 layers, intermediate 48, vocab 64, 64 positions; sliding window 4 for
-Mistral, Gemma-2 and Gemma-3; Gemma-2 keeps its attention and final logit softcapping) with
+Mistral, Gemma-2, Gemma-3 and GPT-OSS; Gemma-2 keeps its attention and final logit softcapping;
+Qwen3-MoE and GPT-OSS 4 experts, 2 per token; Granite's multipliers 2.0, 0.5, 0.2 and logits
+scaling 4.0; Phi rotary on half of each head and 4 KV heads, as Optimum 0.1.0's Phi export
+fails with grouped KV heads: its dummy past has num_attention_heads heads) with
 random weights under a fixed seed, every 1-D parameter (norm weights, biases) moved off 0 and
 1 by adding uniform 0.05..0.25 noise (random initialization leaves them exact, which would
 reward rewrites that are only right for those values), saved with `save_pretrained` to a
