@@ -9,7 +9,10 @@ RotaryEmbedding, ...). The peers (onnxslim, onnxscript's ORT fusions) are run on
 graph, and every graph is timed in onnxruntime on a decode step and on a prefill, with graph
 optimizations on (ORT_ENABLE_ALL) and off (ORT_DISABLE_ALL), in interleaved rounds so that load
 changes on the machine hit every graph alike. Other graphs (for example onnx-opt's output of
-WORK/input/model.onnx) are added with `--variant NAME=PATH`.
+WORK/input/model.onnx) are added with `--variant NAME=PATH`. The same weights can also be
+exported by torch's two exporters (`export-torch`: TorchScript, `dynamo=False`, and dynamo), and
+`table` does all of it, onnx-opt included, for several architectures and exporters and writes
+one table (fused attention layers, latency ratios to the builder, differences).
 
 Subcommands (PY = target/venv-optimum/bin/python, made by scripts/setup_optimum_venv.sh):
 
@@ -37,12 +40,37 @@ Subcommands (PY = target/venv-optimum/bin/python, made by scripts/setup_optimum_
       = 64 anyway; Gemma's query_pre_attn_scalar = head_dim; sliding windows and softcappings
       are the configs' defaults).
 
-  PY benches/ort_decoders.py peers --work WORK
+  PY benches/ort_decoders.py export-torch --work WORK --exporter torchscript|dynamo
+        [--attn eager|sdpa] [--opset N] [--no-patches]
+      WORK/input_torchscript/model.onnx or WORK/input_dynamo/model.onnx (one file; external data
+      only if it were over 2 GB), from AutoModelForCausalLM.from_pretrained(WORK/hf, float32,
+      attn_implementation="eager" by default; --attn sdpa writes WORK/input_EXPORTER_sdpa) in
+      scripts/export_hf_decoders.py's Flat wrapper (a DynamicCache filled from the past
+      tensors): inputs input_ids, attention_mask, position_ids, past_key_values.{i}.key / .value,
+      outputs logits, present.{i}.key / .value, as the Optimum export names them (Optimum's takes
+      no position_ids for Gemma; these always do). Example input: batch 2, 3 new tokens after 5
+      past, the first row's first 2 mask positions 0 (no dimension 0 or 1, a mask not all ones).
+      torchscript: torch.onnx.export(dynamo=False, opset_version=--opset (default: torch's, 20),
+                   dynamic_axes batch_size, sequence_length, past_sequence_length,
+                   total_sequence_length, do_constant_folding=True), under optimum-onnx 0.1.0's
+                   three transformers workarounds (TorchscriptPatches below; without them,
+                   --no-patches, tracing transformers 4.57.1's vmap mask fails with
+                   "IndexError: unordered_map::at").
+      dynamo:      torch.onnx.export(dynamo=True, opset_version=--opset (default: torch's, 20),
+                   dynamic_shapes Dim.DYNAMIC on the same axes), otherwise default (optimize=True),
+                   then ONNXProgram.save.
+      then runs the graph (ORT_DISABLE_ALL) and the wrapped torch model on an 8-token prefill
+      (past 0) and a decode step (past 16); every output (logits and presents) must agree within
+      1e-3 abs + 1e-3 rel, else it exits 1 (the model stays written). WORK/SUBDIR/export.json.
+
+  PY benches/ort_decoders.py peers --work WORK [--input SUBDIR]
       WORK/onnxslim/model.onnx    onnxslim.slim(onnx.load(WORK/input/model.onnx))
       WORK/onnxscript/model.onnx  onnxscript.rewriter.ort_fusions.optimize_for_ort(
                                   onnx_ir.load(WORK/input/model.onnx)) (it runs onnxscript's
                                   optimizer first), fusion counts in fusions.json; if it fails,
                                   the traceback goes to WORK/onnxscript/ERROR.txt.
+      With --input SUBDIR other than input: the same on WORK/SUBDIR/model.onnx, written to
+      WORK/onnxslim_SUBDIR and WORK/onnxscript_SUBDIR.
 
   PY benches/ort_decoders.py bench --work WORK [--variant NAME=PATH ...] [--rounds 15]
         [--threads 1] [--past 128] [--prefill 64] [--levels all,disable] [--reps 5] [--seed 0]
@@ -64,8 +92,37 @@ Subcommands (PY = target/venv-optimum/bin/python, made by scripts/setup_optimum_
       Prints one markdown table, a row per (level, case, variant): node count, median ms, its
       ratio to the `builder` variant's median for the same (level, case) (to the first
       variant's when there is no builder), min / max ms, and the differences; and writes
-      WORK/bench.json with every raw sample. A variant whose session fails to load or run is
-      reported with its error text, and the rest goes on.
+      WORK/bench.json (or --json PATH) with every raw sample. A variant whose session fails to
+      load or run is reported with its error text, and the rest goes on.
+
+  PY benches/ort_decoders.py table --work ROOT --onnx-opt BINARY [--archs a,b,...]
+        [--exporters optimum,torchscript,dynamo] [--rounds 15] [--redo STEP,...]
+        [--reps 5] [--threads 1] [--past 128] [--prefill 64] [--levels all,disable] [--seed 0]
+      For every arch (default all seven) in ROOT/ARCH, each step as a subprocess of this script
+      with its log, run only when its output is missing or older than its input:
+        export                 (Optimum export and builder; also when builder/model.onnx is
+                               missing, which regenerates WORK/hf and so everything after it)
+        export-torch           per torch exporter: ARCH/input_torchscript, ARCH/input_dynamo
+        peers --input SUBDIR   per export (SUBDIR input for Optimum)
+        onnx-opt               per export, BINARY SUBDIR/model.onnx -o OUT/model.onnx with
+                               --target-opset 23 --unsafe-rules (OUT onnxopt23[_SUBDIR]) and
+                               --target onnxruntime --unsafe-rules (OUT onnxopt_ort[_SUBDIR]),
+                               --report OUT/report.json, output in OUT/log.txt; also run again
+                               when BINARY's sha256 differs from the one that wrote OUT
+      and then, export after export, bench --json ARCH/bench_SUBDIR.json with the variants input
+      (the export), onnxopt23, onnxopt_ort, onnxslim, onnxscript, builder (those that exist; run
+      again unless the JSON has the same variants and settings and is newer than them).
+      --redo export,export-torch,peers,onnxopt,bench runs those steps regardless. Writes
+      ROOT/table.md, a markdown table with a row per (arch, exporter, level, case): the
+      exporter's opset; fused layers = Attention nodes in onnxopt23's graph and
+      GroupQueryAttention + MultiHeadAttention + Attention (any domain) nodes in onnxopt_ort's,
+      over the number of layers; the builder's median ms; every other variant's median over the
+      builder's; and after each figure, in brackets, the max abs difference of its logits and
+      presents from the export's at ORT_DISABLE_ALL. A step that fails (an export refused, a
+      peer or onnx-opt failing, a session that does not load) is a note "En" in its cells, and
+      the notes below the table give the error lines (logs in ROOT/ARCH); the rest goes on.
+      ROOT/table.json has the raw figures: per export every step (exit code, seconds, log, the
+      onnx-opt command), the attention operators of every graph, medians, differences, errors.
 
 Tokenizer: the builder needs one (AutoTokenizer.from_pretrained on the model folder, for
 genai_config.json and the files it copies next to the model), the HF folder has none, and there
@@ -121,9 +178,12 @@ TRANSFORMERS_OFFLINE=1 are set here.
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import random
+import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -446,17 +506,228 @@ def cmd_export(a):
 
 
 # ----------------------------------------------------------------------------------------------
+# export-torch
+
+TORCH_EXPORTERS = ("torchscript", "dynamo")
+ATTN_IMPLS = ("eager", "sdpa")
+
+
+def torch_subdir(exporter, attn="eager"):
+    """WORK/input_torchscript, WORK/input_dynamo (eager attention); _sdpa appended for sdpa."""
+    return f"input_{exporter}" + ("" if attn == "eager" else f"_{attn}")
+
+
+def io_names(layers):
+    """The Optimum export's names: input_ids, attention_mask, position_ids,
+    past_key_values.{i}.key / .value in; logits, present.{i}.key / .value out."""
+    ins = ["input_ids", "attention_mask", "position_ids"]
+    outs = ["logits"]
+    for i in range(layers):
+        ins += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+        outs += [f"present.{i}.key", f"present.{i}.value"]
+    return ins, outs
+
+
+def make_flat(model, layers):
+    """scripts/export_hf_decoders.py's Flat: the model with flat tensor inputs and outputs (a
+    DynamicCache filled from the past tensors; the presents are its layers' keys and values)."""
+    import torch
+    from transformers import DynamicCache
+
+    class Flat(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, position_ids, *past):
+            cache = DynamicCache()
+            for i in range(layers):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=cache,
+                use_cache=True,
+            )
+            kv = out.past_key_values
+            present = []
+            for i in range(layers):
+                present += [kv.layers[i].keys, kv.layers[i].values]
+            return (out.logits, *present)
+
+    return Flat(model).eval()
+
+
+def torch_example(cfg, batch, seq, past, seed, padded=False):
+    """input_ids, attention_mask (ones; with padded, the first row's first 2 positions 0),
+    position_ids past..past+seq-1, and (batch, kv_heads, past, head_dim) pasts, as numpy."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(3, cfg["vocab"], (batch, seq)).astype(np.int64)
+    mask = np.ones((batch, past + seq), dtype=np.int64)
+    if padded:
+        mask[0, :2] = 0
+    pos = np.broadcast_to(np.arange(past, past + seq, dtype=np.int64), (batch, seq)).copy()
+    pasts = []
+    for _ in range(cfg["layers"]):
+        for _ in ("key", "value"):
+            pasts.append(rng.standard_normal((batch, cfg["kv_heads"], past, cfg["head_dim"])).astype(np.float32))
+    return [ids, mask, pos] + pasts
+
+
+class TorchscriptPatches:
+    """While exporting through the TorchScript exporter: the three transformers workarounds that
+    optimum-onnx 0.1.0 applies around its own export (optimum.exporters.onnx.model_patcher, used
+    as they are): vmap-free "sdpa" and "eager" mask functions (transformers >= 4.53 builds masks
+    with torch.vmap, which tracing cannot follow), find_packed_sequence_indices returning zeros
+    (torch.diff), and DynamicLayer.update without the concatenation to an empty tensor on the
+    first call. The torch model the export is checked against runs without them."""
+
+    def __enter__(self):
+        import transformers.masking_utils as mu
+        from optimum.exporters.onnx import model_patcher as mp
+        from transformers.cache_utils import DynamicLayer
+
+        self.saved = (mu.ALL_MASK_ATTENTION_FUNCTIONS["sdpa"], mu.ALL_MASK_ATTENTION_FUNCTIONS["eager"],
+                      mu.find_packed_sequence_indices, DynamicLayer.update)
+        mu.ALL_MASK_ATTENTION_FUNCTIONS.register("sdpa", mp.sdpa_mask_without_vmap)
+        mu.ALL_MASK_ATTENTION_FUNCTIONS.register("eager", mp.eager_mask_without_vmap)
+        mu.find_packed_sequence_indices = mp.find_packed_sequence_indices_patched
+        DynamicLayer.update = mp.patched_dynamic_layer_update
+        return self
+
+    def __exit__(self, *exc):
+        import transformers.masking_utils as mu
+        from transformers.cache_utils import DynamicLayer
+
+        sdpa, eager, mu.find_packed_sequence_indices, DynamicLayer.update = self.saved
+        mu.ALL_MASK_ATTENTION_FUNCTIONS.register("sdpa", sdpa)
+        mu.ALL_MASK_ATTENTION_FUNCTIONS.register("eager", eager)
+        return False
+
+
+def export_torchscript(flat, args, path, layers, opset):
+    import torch
+
+    ins, outs = io_names(layers)
+    axes = {
+        "input_ids": {0: "batch_size", 1: "sequence_length"},
+        "attention_mask": {0: "batch_size", 1: "total_sequence_length"},
+        "position_ids": {0: "batch_size", 1: "sequence_length"},
+        "logits": {0: "batch_size", 1: "sequence_length"},
+    }
+    for i in range(layers):
+        for kind in ("key", "value"):
+            axes[f"past_key_values.{i}.{kind}"] = {0: "batch_size", 2: "past_sequence_length"}
+            axes[f"present.{i}.{kind}"] = {0: "batch_size", 2: "total_sequence_length"}
+    torch.onnx.export(flat, args, path, dynamo=False, opset_version=opset, input_names=ins,
+                      output_names=outs, dynamic_axes=axes, do_constant_folding=True)
+
+
+def export_dynamo(flat, args, path, layers, opset):
+    import torch
+
+    ins, outs = io_names(layers)
+    dyn_ = torch.export.Dim.DYNAMIC
+    dyn = [{0: dyn_, 1: dyn_}, {0: dyn_, 1: dyn_}, {0: dyn_, 1: dyn_},
+           tuple({0: dyn_, 2: dyn_} for _ in range(2 * layers))]
+    program = torch.onnx.export(flat, args, dynamo=True, opset_version=opset, input_names=ins,
+                                output_names=outs, dynamic_shapes=dyn)
+    program.save(path)
+
+
+def check_against_torch(flat, path, cfg):
+    """Runs the graph (ORT_DISABLE_ALL, 1 thread) and the wrapped torch model on an 8-token
+    prefill (past 0) and a decode step (past 16): {case: (max abs diff over every output, ok)}."""
+    import torch
+
+    sess = make_session(path, "ORT_DISABLE_ALL", 1)
+    names = [i.name for i in sess.get_inputs()]
+    all_names, _ = io_names(cfg["layers"])
+    res = {}
+    for case, seq, past, seed in (("prefill8", 8, 0, 123), ("decode_past16", 1, 16, 124)):
+        arrays = torch_example(cfg, 1, seq, past, seed)
+        with torch.no_grad():
+            ref = [t.float().numpy() for t in flat(*[torch.from_numpy(x) for x in arrays])]
+        feeds = {n: x for n, x in zip(all_names, arrays) if n in names}
+        out = sess.run(None, feeds)
+        worst, ok = 0.0, True
+        for o, r in zip(out, ref):
+            if o.shape != r.shape:
+                worst, ok = f"shape {list(o.shape)} vs torch {list(r.shape)}", False
+                break
+            worst = max(worst, float(np.abs(o.astype(np.float64) - r).max()) if o.size else 0.0)
+            ok = ok and bool(np.allclose(o, r, atol=ATOL, rtol=RTOL))
+        res[case] = (worst, ok)
+    return res
+
+
+def cmd_export_torch(a):
+    import torch
+    import transformers
+
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    work = os.path.abspath(a.work)
+    hf_dir = os.path.join(work, "hf")
+    if not os.path.exists(os.path.join(hf_dir, "config.json")):
+        raise SystemExit(f"{hf_dir} missing: run export first")
+    out_dir = os.path.join(work, torch_subdir(a.exporter, a.attn))
+    if os.path.isdir(out_dir):
+        shutil.rmtree(out_dir)
+    os.makedirs(out_dir)
+    path = os.path.join(out_dir, "model.onnx")
+    cfg = model_dims(work)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        hf_dir, torch_dtype=torch.float32, attn_implementation=a.attn).eval()
+    flat = make_flat(model, cfg["layers"])
+    # batch 2, 3 new tokens after 5 past, one row padded: no dimension is 0 or 1, so none is
+    # specialized, and the mask is not all ones (transformers skips an all-ones mask when tracing)
+    args = tuple(torch.from_numpy(x) for x in torch_example(cfg, 2, 3, 5, 7, padded=True))
+    t0 = time.perf_counter()
+    patched = a.exporter == "torchscript" and not a.no_patches
+    with torch.no_grad(), (TorchscriptPatches() if patched else contextlib.nullcontext()):
+        (export_torchscript if a.exporter == "torchscript" else export_dynamo)(
+            flat, args, path, cfg["layers"], a.opset)
+    dt = time.perf_counter() - t0
+    single_file(path)
+    print(f"{a.exporter} export ({a.attn} attention{', with optimum-onnx patches' if patched else ''}): "
+          f"{dt:.1f} s", flush=True)
+    info = print_description(a.exporter, path)
+    check = check_against_torch(flat, path, cfg)
+    failures = []
+    for case, (d, ok) in check.items():
+        print(f"- max |outputs - torch outputs| (logits and presents) on {case} (ORT_DISABLE_ALL): {d}"
+              + ("" if ok else " MISMATCH"))
+        if not ok:
+            failures.append(f"{case}: outputs differ from torch's: {d}")
+    with open(os.path.join(out_dir, "export.json"), "w") as f:
+        json.dump(dict(exporter=a.exporter, attn=a.attn, opset=a.opset, patches=patched, seconds=dt,
+                       describe=info,
+                       check={k: dict(max_abs_diff=v[0], ok=v[1]) for k, v in check.items()},
+                       failures=failures), f, indent=1)
+    if failures:
+        print("failed: " + "; ".join(failures), file=sys.stderr)
+        sys.exit(1)
+
+
+# ----------------------------------------------------------------------------------------------
 # peers
+
+
+def peer_dir(tool, subdir):
+    """WORK/onnxslim, WORK/onnxscript for the Optimum export (WORK/input); TOOL_SUBDIR for others."""
+    return tool if subdir == "input" else f"{tool}_{subdir}"
 
 
 def cmd_peers(a):
     work = os.path.abspath(a.work)
-    src = os.path.join(work, "input", "model.onnx")
+    src = os.path.join(work, a.input, "model.onnx")
     if not os.path.exists(src):
-        raise SystemExit(f"{src} missing: run export first")
+        raise SystemExit(f"{src} missing: run export (or export-torch) first")
     failed = []
 
-    out_dir = os.path.join(work, "onnxslim")
+    out_dir = os.path.join(work, peer_dir("onnxslim", a.input))
     os.makedirs(out_dir, exist_ok=True)
     err = os.path.join(out_dir, "ERROR.txt")
     try:
@@ -476,7 +747,7 @@ def cmd_peers(a):
         print(f"onnxslim FAILED, see {err}", file=sys.stderr)
         failed.append("onnxslim")
 
-    out_dir = os.path.join(work, "onnxscript")
+    out_dir = os.path.join(work, peer_dir("onnxscript", a.input))
     os.makedirs(out_dir, exist_ok=True)
     err = os.path.join(out_dir, "ERROR.txt")
     try:
@@ -803,9 +1074,420 @@ def cmd_bench(a):
         errors=[dict(key=list(k), error=v) for k, v in errors.items()],
         table=table,
     )
-    with open(os.path.join(work, "bench.json"), "w") as f:
+    out = os.path.abspath(a.json) if a.json else os.path.join(work, "bench.json")
+    with open(out, "w") as f:
         json.dump(result, f, indent=1)
-    print(f"\nwrote {os.path.join(work, 'bench.json')}")
+    print(f"\nwrote {out}")
+
+
+# ----------------------------------------------------------------------------------------------
+# table
+
+TABLE_EXPORTERS = ("optimum", "torchscript", "dynamo")
+# the bench's variants of one export, in the table's column order
+TABLE_VARIANTS = ("input", "onnxopt23", "onnxopt_ort", "onnxslim", "onnxscript", "builder")
+ONNXOPT_FLAGS = {
+    "onnxopt23": ["--target-opset", "23", "--unsafe-rules"],
+    "onnxopt_ort": ["--target", "onnxruntime", "--unsafe-rules"],
+}
+ATTENTION_OPS = ("Attention", "GroupQueryAttention", "MultiHeadAttention")
+SHORT_OPS = {"com.microsoft.GroupQueryAttention": "GQA", "com.microsoft.MultiHeadAttention": "MHA",
+             "com.microsoft.Attention": "ms.Attention"}
+
+
+def export_subdir(exporter):
+    return "input" if exporter == "optimum" else torch_subdir(exporter)
+
+
+def variant_paths(sub):
+    """variant -> its model, relative to the arch's work directory, for the export in SUB."""
+    res = {"input": f"{sub}/model.onnx"}
+    for tool in ("onnxopt23", "onnxopt_ort", "onnxslim", "onnxscript"):
+        res[tool] = f"{peer_dir(tool, sub)}/model.onnx"
+    res["builder"] = "builder/model.onnx"
+    return res
+
+
+def attention_ops(path):
+    """{op: count} of the attention operators in the graph (top level), op prefixed with its
+    domain when that is not the default one."""
+    m = onnx.load(path, load_external_data=False)
+    c = collections.Counter()
+    for n in m.graph.node:
+        if n.op_type in ATTENTION_OPS:
+            c[(n.domain + "." if n.domain not in ("", "ai.onnx") else "") + n.op_type] += 1
+    return dict(sorted(c.items()))
+
+
+def default_opset(path):
+    m = onnx.load(path, load_external_data=False)
+    return next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def error_text(text, n=500):
+    """The line of a log that says what went wrong: an export's 'failed: ...' summary, else the
+    last exception or error line, else the last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if ln.startswith("failed: "):
+            return ln[len("failed: "):][:n]
+    for ln in reversed(lines):
+        if re.match(r"^([\w.]*(Error|Exception|Interrupt)\b|error\b|Error\b)", ln) or "panicked at" in ln:
+            return ln[:n]
+    return lines[-1][:n] if lines else "no output"
+
+
+def mtime(path):
+    return os.path.getmtime(path) if os.path.exists(path) else None
+
+
+def fresh(out, *deps):
+    """OUT exists and is not older than any of DEPS (those that exist)."""
+    t = mtime(out)
+    if t is None:
+        return False
+    return all(mtime(d) is None or mtime(d) <= t for d in deps)
+
+
+def sha256(path):
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run_logged(cmd, log, cwd=None):
+    """Runs CMD with stdout and stderr into LOG: (exit code, the log's text, seconds)."""
+    line = " ".join(shlex.quote(c) for c in cmd)
+    print(f"$ {line}   > {log}", flush=True)
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        f.write(f"$ {line}\n")
+        f.flush()
+        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+    dt = time.perf_counter() - t0
+    with open(log, errors="replace") as f:
+        text = f.read()
+    print(f"  exit {r.returncode}, {dt:.1f} s" + (f": {error_text(text, 300)}" if r.returncode else ""),
+          flush=True)
+    return r.returncode, text, dt
+
+
+def cmd_table(a):
+    root = os.path.abspath(a.work)
+    os.makedirs(root, exist_ok=True)
+    archs = [x for x in a.archs.split(",") if x]
+    exporters = [x for x in a.exporters.split(",") if x]
+    redo = {x for x in a.redo.split(",") if x}
+    for x in archs:
+        if x not in ARCHS:
+            raise SystemExit(f"unknown arch {x}; one of {', '.join(ARCHS)}")
+    for x in exporters:
+        if x not in TABLE_EXPORTERS:
+            raise SystemExit(f"unknown exporter {x}; one of {', '.join(TABLE_EXPORTERS)}")
+    steps_known = {"export", "export-torch", "peers", "onnxopt", "bench"}
+    if redo - steps_known:
+        raise SystemExit(f"--redo: unknown step(s) {', '.join(sorted(redo - steps_known))}; "
+                         f"of {', '.join(sorted(steps_known))}")
+    binary = os.path.abspath(a.onnx_opt)
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"--onnx-opt {binary}: not an executable")
+    binary_sha = sha256(binary)
+    script = os.path.abspath(__file__)
+    py = sys.executable
+    bench_args = ["--rounds", str(a.rounds), "--reps", str(a.reps), "--threads", str(a.threads),
+                  "--past", str(a.past), "--prefill", str(a.prefill), "--levels", a.levels,
+                  "--seed", str(a.seed)]
+    t_all = time.perf_counter()
+    rows = []  # one per (arch, exporter)
+
+    # 1. everything but the timing, for every arch
+    for arch in archs:
+        wd = os.path.join(root, arch)
+        os.makedirs(wd, exist_ok=True)
+        hf_cfg = os.path.join(wd, "hf", "config.json")
+        builder = os.path.join(wd, "builder", "model.onnx")
+        arch_rows = {e: dict(arch=arch, exporter=e, subdir=export_subdir(e), steps={}) for e in exporters}
+        need = ("export" in redo or not os.path.exists(hf_cfg) or not os.path.exists(builder)
+                or ("optimum" in exporters and not os.path.exists(os.path.join(wd, "input", "model.onnx"))))
+        export_step = dict(ran=False)
+        if need:
+            rc, text, dt = run_logged([py, script, "export", "--arch", arch, "--out", wd],
+                                      os.path.join(wd, "export.log"))
+            export_step = dict(ran=True, exit=rc, seconds=dt, log=os.path.join(wd, "export.log"))
+            if rc:
+                export_step["error"] = error_text(text)
+        # the summary line of `export` reads "optimum: ...; builder: ..."
+        parts = {}
+        for part in export_step.get("error", "").split("; "):
+            if ":" in part:
+                parts[part.split(":", 1)[0].strip()] = part.split(":", 1)[1].strip()
+        builder_error = None
+        if not os.path.exists(builder):
+            builder_error = parts.get("builder") or export_step.get("error") or "no builder/model.onnx"
+        for e, row in arch_rows.items():
+            row["steps"]["export"] = dict(export_step)
+            if builder_error:
+                row["steps"]["builder"] = dict(error=builder_error, log=os.path.join(wd, "builder.log"))
+        if not os.path.exists(hf_cfg):
+            for row in arch_rows.values():
+                row["error"] = ("export", export_step.get("error") or "no hf/config.json")
+            rows += arch_rows.values()
+            continue
+        if "optimum" in arch_rows and not os.path.exists(os.path.join(wd, "input", "model.onnx")):
+            arch_rows["optimum"]["error"] = (
+                "export", parts.get("optimum") or export_step.get("error") or "no input/model.onnx")
+
+        for e, row in arch_rows.items():
+            sub = row["subdir"]
+            src = os.path.join(wd, sub, "model.onnx")
+            if e != "optimum":
+                ej = os.path.join(wd, sub, "export.json")
+                if "export-torch" in redo or not fresh(src, hf_cfg):
+                    log = os.path.join(wd, f"export_{e}.log")
+                    rc, text, dt = run_logged([py, script, "export-torch", "--work", wd, "--exporter", e], log)
+                    st = dict(ran=True, exit=rc, seconds=dt, log=log)
+                    if rc:
+                        st["error"] = error_text(text)
+                else:
+                    st = dict(ran=False)
+                    if os.path.exists(ej):
+                        with open(ej) as f:
+                            fails = json.load(f).get("failures")
+                        if fails:
+                            st["error"] = "; ".join(fails)
+                row["steps"]["export"] = st
+                if not os.path.exists(src):
+                    row["error"] = ("export", st.get("error") or f"no {sub}/model.onnx")
+                    continue
+                if st.get("error"):  # written, but the check against torch failed: go on
+                    row["export_check"] = st["error"]
+            if "error" in row:
+                continue
+            row["opset"] = default_opset(src)
+            paths = {k: os.path.join(wd, v) for k, v in variant_paths(sub).items()}
+
+            # peers
+            if "peers" in redo or not all(fresh(paths[t], src) for t in ("onnxslim", "onnxscript")):
+                log = os.path.join(wd, f"peers_{sub}.log")
+                rc, text, dt = run_logged([py, script, "peers", "--work", wd, "--input", sub], log)
+                ran = dict(ran=True, exit=rc, seconds=dt, log=log)
+            else:
+                ran = dict(ran=False)
+            for t in ("onnxslim", "onnxscript"):
+                st = dict(ran)
+                err = os.path.join(wd, peer_dir(t, sub), "ERROR.txt")
+                if os.path.exists(err):
+                    with open(err) as f:
+                        st["error"] = error_text(f.read())
+                    st["log"] = err
+                elif not os.path.exists(paths[t]):
+                    st["error"] = f"no {peer_dir(t, sub)}/model.onnx" + (f" (exit {ran.get('exit')})" if ran["ran"] else "")
+                row["steps"][t] = st
+
+            # onnx-opt at the two targets
+            for t, flags in ONNXOPT_FLAGS.items():
+                out_dir = os.path.join(wd, peer_dir(t, sub))
+                out = paths[t]
+                stamp_path = os.path.join(out_dir, "stamp.json")
+                stamp = dict(binary=binary, sha256=binary_sha, flags=flags)
+                old = None
+                if os.path.exists(stamp_path):
+                    with open(stamp_path) as f:
+                        old = json.load(f)
+                if "onnxopt" in redo or not fresh(out, src) or old != stamp:
+                    if os.path.isdir(out_dir):
+                        shutil.rmtree(out_dir)
+                    os.makedirs(out_dir)
+                    cmd = [binary, src, "-o", out] + flags + ["--report", os.path.join(out_dir, "report.json")]
+                    rc, text, dt = run_logged(cmd, os.path.join(out_dir, "log.txt"))
+                    st = dict(ran=True, exit=rc, seconds=dt, log=os.path.join(out_dir, "log.txt"),
+                              cmd=" ".join(shlex.quote(c) for c in cmd))
+                    if rc or not os.path.exists(out):
+                        st["error"] = error_text(text) if rc else "exit 0 but no model written"
+                        with open(os.path.join(out_dir, "ERROR.txt"), "w") as f:
+                            f.write(text)
+                        if os.path.exists(out):
+                            os.remove(out)
+                    with open(stamp_path, "w") as f:
+                        json.dump(stamp, f)
+                else:
+                    st = dict(ran=False, log=os.path.join(out_dir, "log.txt"))
+                    if os.path.exists(os.path.join(out_dir, "ERROR.txt")):
+                        with open(os.path.join(out_dir, "ERROR.txt")) as f:
+                            st["error"] = error_text(f.read())
+                row["steps"][t] = st
+
+            # attention operators of every graph
+            row["attention_ops"] = {}
+            for k, p in paths.items():
+                if os.path.exists(p):
+                    try:
+                        row["attention_ops"][k] = attention_ops(p)
+                    except Exception as ex:
+                        row["attention_ops"][k] = dict(error=short(ex))
+        rows += arch_rows.values()
+
+    # 2. the timing of every export, one bench after another
+    for row in rows:
+        if "error" in row:
+            continue
+        wd = os.path.join(root, row["arch"])
+        variants = [(k, v) for k, v in variant_paths(row["subdir"]).items() if os.path.exists(os.path.join(wd, v))]
+        js = os.path.join(wd, f"bench_{row['subdir']}.json")
+        log = os.path.join(wd, f"bench_{row['subdir']}.log")
+        want = {k: os.path.join(wd, v) for k, v in variants}
+        current = None
+        if os.path.exists(js):
+            with open(js) as f:
+                current = json.load(f)
+        same = current is not None and current.get("variants") == want and all(
+            current["args"].get(k) == v for k, v in dict(
+                rounds=a.rounds, reps=a.reps, threads=a.threads, past=a.past, prefill=a.prefill,
+                levels=a.levels, seed=a.seed).items())
+        if "bench" in redo or not same or not fresh(js, *want.values()):
+            cmd = [py, script, "bench", "--work", wd, "--json", js] + bench_args
+            for k, v in variants:
+                cmd += ["--variant", f"{k}={os.path.join(wd, v)}"]
+            if os.path.exists(js):
+                os.remove(js)
+            rc, text, dt = run_logged(cmd, log)
+            row["steps"]["bench"] = dict(ran=True, exit=rc, seconds=dt, log=log)
+            if rc or not os.path.exists(js):
+                row["steps"]["bench"]["error"] = error_text(text)
+                continue
+            with open(js) as f:
+                current = json.load(f)
+        else:
+            row["steps"]["bench"] = dict(ran=False, log=log)
+        row["bench"] = dict(
+            json=js,
+            nodes=current["nodes"],
+            medians_ms={f"{m['level']}|{m['case']}|{m['variant']}": m["ms"] for m in current["medians_ms"]},
+            accuracy={f"{x['level']}|{x['case']}|{x['variant']}": x for x in current["accuracy"]},
+            errors={"|".join(e["key"]): e["error"] for e in current["errors"]},
+            levels=sorted({m["level"] for m in current["medians_ms"]}, key=lambda lv: list(LEVELS.values()).index(lv)
+                          if lv in LEVELS.values() else 99),
+        )
+
+    elapsed = time.perf_counter() - t_all
+    table, notes = render_table(rows, a)
+    print()
+    print(table)
+    md = os.path.join(root, "table.md")
+    with open(md, "w") as f:
+        f.write(table + "\n")
+    try:
+        onnx_opt_version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    except Exception:
+        onnx_opt_version = None
+    with open(os.path.join(root, "table.json"), "w") as f:
+        json.dump(dict(args=vars(a), onnx_opt=dict(path=binary, sha256=binary_sha, version=onnx_opt_version),
+                       versions=versions(), seconds=elapsed, rows=rows, notes=notes, table=table), f, indent=1)
+    print(f"\nwrote {md} and {os.path.join(root, 'table.json')} ({elapsed:.0f} s)")
+
+
+def render_table(rows, a):
+    """One markdown table: a row per (arch, exporter, level, case), and the errors below it."""
+    notes = []
+
+    def note(text):
+        notes.append(text)
+        return f"E{len(notes)}"
+
+    def fused(row, variant):
+        step = row["steps"].get(variant, {})
+        if step.get("error"):
+            return note(f"{row['arch']} / {row['exporter']} / {variant}: {step['error']}"
+                        + (f"  [{step['cmd']}]" if step.get("cmd") else ""))
+        ops = row.get("attention_ops", {}).get(variant)
+        if ops is None:
+            return "?"
+        if "error" in ops:
+            return note(f"{row['arch']} / {row['exporter']} / {variant}: reading the graph: {ops['error']}")
+        layers = model_dims(os.path.join(os.path.abspath(a.work), row["arch"]))["layers"]
+        if variant == "onnxopt23":
+            return f"{ops.get('Attention', 0)}/{layers}"
+        total = sum(ops.values())
+        kinds = ", ".join(f"{SHORT_OPS.get(k, k)} {v}" for k, v in ops.items())
+        return f"{total}/{layers}" + (f" ({kinds})" if kinds else "")
+
+    head = (f"| arch | exporter | fused: opset 23 | fused: onnxruntime | level | case | builder ms "
+            + "".join(f"| {v} " for v in TABLE_VARIANTS if v != "builder") + "|")
+    lines = [
+        f"onnxruntime, {a.threads} thread(s); decode: 1 token after {a.past} past, prefill: {a.prefill} "
+        f"tokens; median of {a.rounds} interleaved rounds x mean of {a.reps} runs. fused: attention "
+        "nodes in onnx-opt's output (--target-opset 23 --unsafe-rules: Attention; --target "
+        "onnxruntime --unsafe-rules: GroupQueryAttention + MultiHeadAttention + Attention) / layers. "
+        "Variant cells: median / the builder's median (same level and case), and in brackets the max "
+        "abs difference of logits and presents from the input export at ORT_DISABLE_ALL (MISMATCH: "
+        f"beyond {ATOL} abs + {RTOL} rel). En: errors below.",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
+    short_level = {v: k for k, v in LEVELS.items()}
+    for row in rows:
+        label = row["exporter"] + (f" (opset {row['opset']})" if row.get("opset") else "")
+        if "error" in row:
+            step, err = row["error"]
+            e = note(f"{row['arch']} / {row['exporter']} / {step}: {err}")
+            lines.append(f"| {row['arch']} | {label} | {e} | {e} | | | " + "| " * (len(TABLE_VARIANTS) - 1) + "|")
+            continue
+        if row.get("export_check"):
+            label += " " + note(f"{row['arch']} / {row['exporter']} / export check: {row['export_check']}")
+        f23, fort = fused(row, "onnxopt23"), fused(row, "onnxopt_ort")
+        cell_err = {}
+        for v in TABLE_VARIANTS:
+            st = row["steps"].get(v, {})
+            if st.get("error"):
+                # onnx-opt's errors are already noted in the fused columns
+                cell_err[v] = (f23 if v == "onnxopt23" else fort) if v.startswith("onnxopt") else note(
+                    f"{row['arch']} / {row['exporter']} / {v}: {st['error']}")
+        b = row.get("bench")
+        if b is None:
+            err = row["steps"].get("bench", {}).get("error", "not run")
+            e = note(f"{row['arch']} / {row['exporter']} / bench: {err}")
+            lines.append(f"| {row['arch']} | {label} | {f23} | {fort} | {e} | | " + "| " * (len(TABLE_VARIANTS) - 1) + "|")
+            continue
+        for lv in b["levels"]:
+            for case in ("decode", "prefill"):
+                bm = b["medians_ms"].get(f"{lv}|{case}|builder")
+                cells = []
+                for v in TABLE_VARIANTS:
+                    if v in cell_err:
+                        cells.append(cell_err[v])
+                        continue
+                    key = f"{lv}|{case}|{v}"
+                    m = b["medians_ms"].get(key)
+                    if m is None:
+                        err = b["errors"].get(key) or b["errors"].get(f"{lv}|{v}")
+                        cells.append(note(f"{row['arch']} / {row['exporter']} / {v} / {short_level.get(lv, lv)} "
+                                          f"{case}: {err or 'no timing'}") if v in b["nodes"] or err else "")
+                        continue
+                    acc = b["accuracy"].get(key, {})
+                    diffs = [x for x in (acc.get("logits"), acc.get("presents")) if isinstance(x, float)]
+                    ok = acc.get("logits_ok", True) and acc.get("presents_ok", True) and acc.get("logits") is not None
+                    d = f"{max(diffs):.0e}" if diffs else (acc.get("logits_note") or "?")
+                    d += "" if ok else " MISMATCH"
+                    if v == "builder":
+                        cells.append(f"{m:.2f} ({d})")
+                    else:
+                        val = f"{m / bm:.3f}" if bm else f"{m:.2f} ms"
+                        cells.append(f"{val} ({d})")
+                order = [c for v, c in zip(TABLE_VARIANTS, cells) if v == "builder"] + \
+                        [c for v, c in zip(TABLE_VARIANTS, cells) if v != "builder"]
+                lines.append(f"| {row['arch']} | {label} | {f23} | {fort} | {short_level.get(lv, lv)} | {case} | "
+                             + " | ".join(order) + " |")
+    if notes:
+        lines.append("")
+        for i, n in enumerate(notes, 1):
+            lines.append(f"- E{i}: {n}")
+    return "\n".join(lines), notes
 
 
 def versions():
@@ -835,8 +1517,22 @@ def main():
     e.add_argument("--builder-extra-options", metavar="K=V,K=V",
                    help="the builder's --extra_options (default: none; windowed_kv_cache=false "
                         "for " + " and ".join(SLIDING_ARCHS) + "); '' for none")
+    t = sub.add_parser("export-torch", help="torch.onnx.export (TorchScript or dynamo) of WORK/hf")
+    t.add_argument("--work", required=True)
+    t.add_argument("--exporter", required=True, choices=TORCH_EXPORTERS)
+    t.add_argument("--attn", default="eager", choices=ATTN_IMPLS,
+                   help="attn_implementation the model is loaded with (default eager; sdpa writes "
+                        "WORK/input_EXPORTER_sdpa)")
+    t.add_argument("--opset", type=int, default=None, help="opset_version (default: the exporter's)")
+    t.add_argument("--no-patches", action="store_true",
+                   help="TorchScript: export without optimum-onnx's transformers workarounds (fails "
+                        "with transformers 4.57.1, see the docstring)")
     p = sub.add_parser("peers", help="onnxslim and onnxscript optimize_for_ort on WORK/input")
     p.add_argument("--work", required=True)
+    p.add_argument("--input", default="input", metavar="SUBDIR",
+                   help="the graph to run them on: WORK/SUBDIR/model.onnx (default input, the Optimum "
+                        "export); they write WORK/onnxslim_SUBDIR, WORK/onnxscript_SUBDIR (WORK/onnxslim, "
+                        "WORK/onnxscript for input)")
     b = sub.add_parser("bench", help="interleaved onnxruntime timing")
     b.add_argument("--work", required=True)
     b.add_argument("--variant", action="append", metavar="NAME=PATH")
@@ -847,8 +1543,21 @@ def main():
     b.add_argument("--levels", default="all,disable", help="comma list of all, extended, basic, disable")
     b.add_argument("--reps", type=int, default=5, help="runs per measurement (their mean is the sample)")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--json", metavar="PATH", help="where the raw figures go (default WORK/bench.json)")
+    tb = sub.add_parser("table", help="every export of every arch: export, peers, onnx-opt, bench; one table")
+    tb.add_argument("--work", required=True, help="root: one work directory per arch, ROOT/ARCH")
+    tb.add_argument("--onnx-opt", required=True, metavar="BINARY", help="the onnx-opt executable")
+    tb.add_argument("--archs", default=",".join(ARCHS), help="comma list (default all)")
+    tb.add_argument("--exporters", default=",".join(TABLE_EXPORTERS), help="comma list of optimum, "
+                    "torchscript, dynamo (default all)")
+    tb.add_argument("--redo", default="", help="comma list of steps to run again even when their "
+                    "outputs are there: export, export-torch, peers, onnxopt, bench")
+    for k, v in (("rounds", 15), ("reps", 5), ("threads", 1), ("past", 128), ("prefill", 64), ("seed", 0)):
+        tb.add_argument(f"--{k}", type=int, default=v, help=f"as bench's (default {v})")
+    tb.add_argument("--levels", default="all,disable", help="as bench's")
     a = ap.parse_args()
-    {"export": cmd_export, "peers": cmd_peers, "bench": cmd_bench}[a.cmd](a)
+    {"export": cmd_export, "export-torch": cmd_export_torch, "peers": cmd_peers, "bench": cmd_bench,
+     "table": cmd_table}[a.cmd](a)
 
 
 if __name__ == "__main__":
