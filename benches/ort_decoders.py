@@ -121,8 +121,13 @@ Subcommands (PY = target/venv-optimum/bin/python, made by scripts/setup_optimum_
       presents from the export's at ORT_DISABLE_ALL. A step that fails (an export refused, a
       peer or onnx-opt failing, a session that does not load) is a note "En" in its cells, and
       the notes below the table give the error lines (logs in ROOT/ARCH); the rest goes on.
-      ROOT/table.json has the raw figures: per export every step (exit code, seconds, log, the
+      Below it, the summary (as `summary`). ROOT/table.json has the raw figures: per export every step (exit code, seconds, log, the
       onnx-opt command), the attention operators of every graph, medians, differences, errors.
+
+  PY benches/ort_decoders.py summary --work ROOT
+      Over ROOT/ARCH/bench_*.json (the table's benches): per variant and case, the median of the
+      per-round ratio variant / builder for each (export, level), then the median and the range
+      of those. A markdown table.
 
 Tokenizer: the builder needs one (AutoTokenizer.from_pretrained on the model folder, for
 genai_config.json and the files it copies next to the model), the HF folder has none, and there
@@ -1379,6 +1384,12 @@ def cmd_table(a):
     print()
     print(table)
     md = os.path.join(root, "table.md")
+    jsons = [row["bench"]["json"] for row in rows if "bench" in row]
+    if jsons:
+        summary = paired_summary(jsons)
+        print("\n" + summary)
+        table += ("\n\nPer-round ratio to the builder, its median per (export, level), then the median "
+                  "and range of those:\n\n" + summary)
     with open(md, "w") as f:
         f.write(table + "\n")
     try:
@@ -1508,6 +1519,42 @@ def versions():
     return res
 
 
+def paired_summary(jsons):
+    """Per variant and case, over the bench JSONs (one per export) and their levels: the median
+    of the per-round ratio variant / builder (samples of one round are side by side), then the
+    median and range of those over the (export, level) pairs. A markdown table."""
+    per = collections.defaultdict(list)
+    for path in jsons:
+        with open(path) as f:
+            d = json.load(f)
+        samples = {(x["level"], x["case"], x["variant"]): x["ms"] for x in d["samples_ms"]}
+        for (level, case, variant), ms in samples.items():
+            base = samples.get((level, case, "builder"))
+            if variant == "builder" or not base or len(base) != len(ms):
+                continue
+            per[(variant, case)].append(statistics.median(m / b for m, b in zip(ms, base)))
+    variants = sorted({v for v, _ in per}, key=lambda v: TABLE_VARIANTS.index(v) if v in TABLE_VARIANTS else 99)
+    lines = ["| variant | decode: median (range) | prefill: median (range) | pairs |", "|---|---|---|---|"]
+    for v in variants:
+        cells = []
+        for case in ("decode", "prefill"):
+            r = per.get((v, case), [])
+            cells.append(f"{statistics.median(r):.3f} ({min(r):.3f}..{max(r):.3f})" if r else "-")
+        lines.append(f"| {v} | {cells[0]} | {cells[1]} | {len(per.get((v, 'decode'), []))} |")
+    return "\n".join(lines)
+
+
+def cmd_summary(a):
+    root = os.path.abspath(a.work)
+    jsons = sorted(os.path.join(root, d, f) for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))
+                   for f in os.listdir(os.path.join(root, d)) if f.startswith("bench_") and f.endswith(".json"))
+    if not jsons:
+        raise SystemExit(f"no ROOT/ARCH/bench_*.json under {root}")
+    print(f"{len(jsons)} exports; per-round ratio to the builder, its median per (export, level), "
+          "then the median and range of those:\n")
+    print(paired_summary(jsons))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1555,9 +1602,11 @@ def main():
     for k, v in (("rounds", 15), ("reps", 5), ("threads", 1), ("past", 128), ("prefill", 64), ("seed", 0)):
         tb.add_argument(f"--{k}", type=int, default=v, help=f"as bench's (default {v})")
     tb.add_argument("--levels", default="all,disable", help="as bench's")
+    sm = sub.add_parser("summary", help="the paired ratios to the builder over ROOT/*/bench_*.json")
+    sm.add_argument("--work", required=True, help="the table's root")
     a = ap.parse_args()
     {"export": cmd_export, "export-torch": cmd_export_torch, "peers": cmd_peers, "bench": cmd_bench,
-     "table": cmd_table}[a.cmd](a)
+     "table": cmd_table, "summary": cmd_summary}[a.cmd](a)
 
 
 if __name__ == "__main__":
