@@ -8,6 +8,8 @@ Writes, for NAME in cnn, bert, llama:
 and, with the TorchScript exporter's `export_modules_as_functions` (model-local functions):
   tests/models/torch/blocks_functions_opset18.onnx   two calls of one function (Linear,
                                          LayerNorm, GELU, residual) and a softmax head
+  tests/models/torch/attn_functions_opset18.onnx     two calls of one self-attention function
+                                         (view shapes from x.size(); batch and sequence dynamic)
 
 The weights are PyTorch's default initialisation under fixed seeds (plus random BatchNorm
 statistics), so two runs with the same versions give the same weights. The ONNX bytes may still
@@ -356,6 +358,58 @@ def export_functions(out_dir):
           f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions")
 
 
+class SelfAttention(nn.Module):
+    """Multi-head self-attention written as modules often are: heads split and merged with
+    view shapes read from x.size(), the scale from the head size."""
+
+    def __init__(self, hidden=16, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+
+    def forward(self, x):
+        b, s, h = x.size()
+        d = h // self.heads
+        q, k, v = self.qkv(x).split(h, dim=-1)
+        q = q.view(b, s, self.heads, d).transpose(1, 2)
+        k = k.view(b, s, self.heads, d).transpose(1, 2)
+        v = v.view(b, s, self.heads, d).transpose(1, 2)
+        p = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1)
+        o = (p @ v).transpose(1, 2).contiguous().view(b, s, h)
+        return x + self.out(o)
+
+
+class Attns(nn.Module):
+    def __init__(self, hidden=16):
+        super().__init__()
+        self.a1, self.a2 = SelfAttention(hidden), SelfAttention(hidden)
+        self.head = nn.Linear(hidden, 4)
+
+    def forward(self, x):
+        return self.head(self.a2(self.a1(x)))
+
+
+def export_attention_functions(out_dir):
+    """The TorchScript exporter with each SelfAttention as a model-local function, the batch
+    and sequence dynamic (the body reads them with Shape)."""
+    torch.manual_seed(4)
+    model = Attns().eval()
+    x = torch.randn(2, 8, 16)
+    path = os.path.join(out_dir, "attn_functions_opset18.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), path, opset_version=OPSET, dynamo=False,
+                          export_modules_as_functions={SelfAttention},
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    loaded = onnx.load(path)
+    onnx.checker.check_model(loaded, full_check=True)
+    print(f"attn_functions: {path} ({os.path.getsize(path)} bytes), "
+          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions "
+          f"({', '.join(f'{f.name}: {len(f.node)} nodes' for f in loaded.functions)})")
+
+
 def main():
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo_root, "tests", "models", "torch")
@@ -365,6 +419,7 @@ def main():
     for name in ("cnn", "bert", "llama"):
         export(name, out_dir)
     export_functions(out_dir)
+    export_attention_functions(out_dir)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 mod check;
 mod convert;
 mod dev_models;
+mod functions;
 mod fuzz;
 mod pipelines;
 mod rules;

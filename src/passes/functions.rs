@@ -197,6 +197,85 @@ pub(crate) fn convert_in_place(
     target: i64,
     convert: &dyn Fn(&Model) -> Result<Model, crate::Error>,
 ) -> Result<Option<(Model, InPlace)>, FunctionError> {
+    let wants = |fp: &FunctionProto| {
+        let opsets = onnx_schema::infer::opset_imports(&fp.opset_import);
+        // A body without default-domain ops, or already at the target: kept.
+        matches!(opsets.get(""), Some(&v) if v != target)
+    };
+    let mut rewrite = |function: &str, unit: &Model| {
+        convert(unit)
+            .map(Some)
+            .map_err(|source| FunctionError::Convert {
+                function: function.to_string(),
+                source: Box::new(source),
+            })
+    };
+    bodies_in_place(model, Mode::Strict, &wants, &mut rewrite)
+}
+
+/// Whether a function that cannot be rewritten in place stops them all (a conversion, whose
+/// caller then inlines every function) or is only left as it is (an optimization).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Strict,
+    Lenient,
+}
+
+/// The functions whose bodies cannot be rewritten as a graph of their own: attribute
+/// references (their values are the caller's), a body calling another local function, a
+/// function called inside a subgraph or from another function's body (its calls there are not
+/// typed), and (for Strict) calls that disagree.
+fn unfit(model: &Model, funcs: &BTreeMap<FnKey, &Function>) -> BTreeSet<FnKey> {
+    let mut out = BTreeSet::new();
+    for (k, f) in funcs {
+        if has_attr_ref(&f.body)
+            || f.body
+                .nodes_in_order()
+                .any(|(_, n)| funcs.contains_key(&key_of_node(n)))
+        {
+            out.insert(k.clone());
+        }
+        for (_, n) in f.body.nodes_in_order() {
+            calls_in(n, funcs, &mut out);
+        }
+    }
+    for (_, n) in model.graph.nodes_in_order() {
+        for sub in n.subgraphs() {
+            for (_, m) in sub.nodes_in_order() {
+                calls_in(m, funcs, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// The functions a node (and its subgraphs) calls.
+fn calls_in(n: &Node, funcs: &BTreeMap<FnKey, &Function>, out: &mut BTreeSet<FnKey>) {
+    let k = key_of_node(n);
+    if funcs.contains_key(&k) {
+        out.insert(k);
+    }
+    for sub in n.subgraphs() {
+        for (_, m) in sub.nodes_in_order() {
+            calls_in(m, funcs, out);
+        }
+    }
+}
+
+/// What rewrites one body (named by its function): the new body, or `None` to keep it.
+type BodyRewrite<'a> = dyn FnMut(&str, &Model) -> Result<Option<Model>, FunctionError> + 'a;
+
+/// Rewrites model-local function bodies in place: each function `wants` accepts, called from
+/// the main graph, has its body typed by its calls (their common type) and handed to `rewrite`
+/// as a model of its own; `Ok(None)` from `rewrite` keeps that body. The calls' outputs are
+/// typed in the main graph. Returns the model and how many bodies changed; `Ok(None)` when, in
+/// Strict mode, some function cannot be rewritten (see [`unfit`]).
+fn bodies_in_place(
+    model: &Model,
+    mode: Mode,
+    wants: &dyn Fn(&FunctionProto) -> bool,
+    rewrite: &mut BodyRewrite<'_>,
+) -> Result<Option<(Model, InPlace)>, FunctionError> {
     let funcs: BTreeMap<FnKey, &Function> =
         model.functions.iter().map(|f| (key_of_fn(f), f)).collect();
     let graph = &model.graph;
@@ -204,17 +283,12 @@ pub(crate) fn convert_in_place(
     if !model.has_graph && *graph == Graph::default() {
         return Ok(None);
     }
-    if funcs.is_empty() || has_subgraph_call(graph, &funcs) {
+    if funcs.is_empty() {
         return Ok(None);
     }
-    for f in funcs.values() {
-        if has_attr_ref(&f.body)
-            || f.body
-                .nodes_in_order()
-                .any(|(_, n)| funcs.contains_key(&key_of_node(n)))
-        {
-            return Ok(None);
-        }
+    let mut skip = unfit(model, &funcs);
+    if mode == Mode::Strict && (!skip.is_empty() || has_subgraph_call(graph, &funcs)) {
+        return Ok(None);
     }
     // Type inference reads protobufs: the main graph's and the bodies'.
     let protos: BTreeMap<FnKey, FunctionProto> = funcs
@@ -234,11 +308,17 @@ pub(crate) fn convert_in_place(
         let Some(f) = funcs.get(&key) else {
             continue;
         };
-        if n.inputs.len() != f.body.inputs.len() || n.inputs.iter().any(Option::is_none) {
-            return Ok(None);
-        }
-        let Some(here) = input_types(&input_names(graph, n), &types) else {
-            return Ok(None);
+        let here =
+            match n.inputs.len() == f.body.inputs.len() && n.inputs.iter().all(Option::is_some) {
+                true => input_types(&input_names(graph, n), &types),
+                false => None,
+            };
+        let Some(here) = here else {
+            if mode == Mode::Strict {
+                return Ok(None);
+            }
+            skip.insert(key);
+            continue;
         };
         match typing.get_mut(&key) {
             None => {
@@ -249,10 +329,14 @@ pub(crate) fn convert_in_place(
                     if s == h {
                         continue;
                     }
-                    let Some(c) = common_type(s, h) else {
-                        return Ok(None);
-                    };
-                    *s = c;
+                    match common_type(s, h) {
+                        Some(c) => *s = c,
+                        None if mode == Mode::Strict => return Ok(None),
+                        None => {
+                            skip.insert(key.clone());
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -261,17 +345,21 @@ pub(crate) fn convert_in_place(
     let mut done = InPlace::default();
     for f in out.functions.iter_mut() {
         let key = key_of_fn(f);
+        if skip.contains(&key) {
+            continue;
+        }
         let Some(input_types) = typing.get(&key) else {
-            return Ok(None);
+            match mode {
+                Mode::Strict => return Ok(None),
+                Mode::Lenient => continue,
+            }
         };
         let mut fp = f.to_proto();
         let function = fp.name.clone().unwrap_or_default();
-        let opsets = onnx_schema::infer::opset_imports(&fp.opset_import);
-        match opsets.get("") {
-            Some(&v) if v != target => {}
-            // A body without default-domain ops, or already at the target: kept.
-            _ => continue,
+        if !wants(&fp) {
+            continue;
         }
+        let opsets = onnx_schema::infer::opset_imports(&fp.opset_import);
         let mut body = body_graph(&fp, input_types);
         let inferred = onnx_schema::infer::infer_graph(&body, &opsets).unwrap_or_default();
         for o in body.output.iter_mut() {
@@ -287,16 +375,18 @@ pub(crate) fn convert_in_place(
             function: function.clone(),
             source,
         })?;
-        let converted = convert(&unit).map_err(|source| FunctionError::Convert {
-            function: function.clone(),
-            source: Box::new(source),
-        })?;
+        let Some(converted) = rewrite(&function, &unit)? else {
+            continue;
+        };
         let g = &converted.graph;
         let names = |ids: &[ValueId]| -> Vec<String> {
             ids.iter().map(|&v| g.value(v).name.to_string()).collect()
         };
         if names(&g.inputs) != fp.input || names(&g.outputs) != fp.output {
-            return Err(FunctionError::SignatureChanged { function });
+            match mode {
+                Mode::Strict => return Err(FunctionError::SignatureChanged { function }),
+                Mode::Lenient => continue,
+            }
         }
         // A function has no initializers: the body's constants become Constant nodes.
         let g = g.to_proto();
@@ -327,8 +417,8 @@ pub(crate) fn convert_in_place(
             .into_iter()
             .filter(|v| v.name.as_deref().is_some_and(|n| kept.contains(n)))
             .collect();
-        // The imports follow the converted body: the default domain at the target, and any
-        // domain the conversion introduced.
+        // The imports follow the rewritten body: the default domain at its opset, and any
+        // domain the rewrite introduced.
         for o in converted.opset_imports.iter().map(OpsetImport::to_proto) {
             let d = onnx_schema::normalize_domain(o.domain.as_deref().unwrap_or(""));
             match fp
@@ -424,5 +514,112 @@ impl super::Pass for ConvertFunctions {
                 ]))
             }
         }
+    }
+}
+
+/// The functions inlining makes no larger (in nodes) than keeping: called `k` times from the
+/// main graph (or its subgraphs) and never from a function body, with `b` body nodes, inlining
+/// changes the count by `k·b - k - b`, so a function called once, a one-node body, and two
+/// calls of two nodes go inline.
+fn inline_candidates(model: &Model) -> BTreeSet<FnKey> {
+    let funcs: BTreeMap<FnKey, &Function> =
+        model.functions.iter().map(|f| (key_of_fn(f), f)).collect();
+    let mut from_bodies = BTreeSet::new();
+    for f in funcs.values() {
+        for (_, n) in f.body.nodes_in_order() {
+            calls_in(n, &funcs, &mut from_bodies);
+        }
+    }
+    fn count(g: &Graph, funcs: &BTreeMap<FnKey, &Function>, out: &mut BTreeMap<FnKey, usize>) {
+        for (_, n) in g.nodes_in_order() {
+            let k = key_of_node(n);
+            if funcs.contains_key(&k) {
+                *out.entry(k).or_default() += 1;
+            }
+            for sub in n.subgraphs() {
+                count(sub, funcs, out);
+            }
+        }
+    }
+    let mut calls = BTreeMap::new();
+    count(&model.graph, &funcs, &mut calls);
+    calls
+        .into_iter()
+        .filter(|(k, n)| {
+            let b = funcs[k].body.nodes_in_order().count();
+            !from_bodies.contains(k) && (n - 1) * b.saturating_sub(1) <= 1
+        })
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// Nodes a body has once written as a function (its initializers become Constant nodes).
+fn body_size(m: &Model) -> usize {
+    m.graph.nodes_in_order().count() + m.graph.initializers.len()
+}
+
+/// `optimize-functions`: model-local functions optimized. Those that inlining makes no larger
+/// ([`inline_candidates`]) are inlined (their nodes then optimize with the graph around them);
+/// every other body called from the main graph is optimized as a graph of its own, typed by
+/// its calls, by the pipeline's phases (not its lowering), and kept when that leaves it fewer
+/// nodes. A body that cannot be typed or optimized (attribute references, calls inside
+/// subgraphs or other bodies, calls that disagree on element types or ranks), or that the
+/// inliner refuses, stays as it is. The check runs on the whole model as always: the
+/// interpreter runs the calls through the new bodies.
+pub(crate) struct OptimizeFunctions;
+
+impl super::Pass for OptimizeFunctions {
+    fn name(&self) -> &'static str {
+        "optimize-functions"
+    }
+
+    fn about(&self) -> &'static str {
+        "model-local functions: inlined where that is no larger, other bodies optimized as graphs of their own"
+    }
+
+    fn is_enabled(&self, cx: &super::PassContext<'_>) -> bool {
+        cx.conversion().is_none()
+    }
+
+    fn run(
+        &self,
+        model: &mut Model,
+        cx: &mut super::PassContext<'_>,
+    ) -> Result<super::Changes, crate::Error> {
+        let mut changes = super::Changes::new();
+        if model.functions.is_empty() {
+            return Ok(changes);
+        }
+        let pick = inline_candidates(model);
+        if !pick.is_empty() {
+            let mut m = model.clone();
+            // A body the inliner refuses (an unseeded random op, other schema versions) stays
+            // a function.
+            if let Ok(done) = super::inline::inline_functions(&mut m, Some(&pick)) {
+                *model = m;
+                changes.insert("inlined_calls", done.calls);
+                changes.insert("inlined_functions", done.functions);
+            }
+        }
+        if model.functions.is_empty() {
+            return Ok(changes);
+        }
+        let phases = super::saturate::not_lowering(cx.phases);
+        let mut rewrite = |_: &str, unit: &Model| -> Result<Option<Model>, FunctionError> {
+            let before = body_size(unit);
+            Ok(match cx.saturate(unit, &phases) {
+                Ok((out, _)) if body_size(&out) < before => Some(out),
+                _ => None,
+            })
+        };
+        if let Some((out, done)) = bodies_in_place(model, Mode::Lenient, &|_| true, &mut rewrite)
+            .map_err(|e| e.into_error(cx.origin))?
+        {
+            if done.functions > 0 {
+                *model = out;
+                changes.insert("functions_optimized", done.functions);
+            }
+        }
+        Ok(changes)
     }
 }

@@ -140,6 +140,17 @@ pub(crate) fn version_in(imports: &[OpsetImport], domain: &str) -> Option<i64> {
 /// Inlines every call of a model-local function; returns what was done. On an error the model
 /// may be partly inlined (the caller drops it).
 pub(crate) fn inline_local_functions(model: &mut Model) -> Result<Inlined, FunctionError> {
+    inline_functions(model, None)
+}
+
+/// Inlines every call of the functions in `only` (of every model-local function when `None`);
+/// the others stay, called as they were. A function of `only` must not be called from another
+/// function's body (it is removed once no graph calls it). On an error the model may be partly
+/// inlined (the caller drops it).
+pub(crate) fn inline_functions(
+    model: &mut Model,
+    only: Option<&BTreeSet<FnKey>>,
+) -> Result<Inlined, FunctionError> {
     if model.functions.is_empty() {
         return Ok(Inlined::default());
     }
@@ -147,7 +158,11 @@ pub(crate) fn inline_local_functions(model: &mut Model) -> Result<Inlined, Funct
         .functions
         .iter()
         .map(|f| (key_of_fn(f), f.clone()))
+        .filter(|(k, _)| only.is_none_or(|o| o.contains(k)))
         .collect();
+    if funcs.is_empty() {
+        return Ok(Inlined::default());
+    }
     for f in funcs.values() {
         check_function(f, &model.opset_imports)?;
     }
@@ -174,9 +189,10 @@ pub(crate) fn inline_local_functions(model: &mut Model) -> Result<Inlined, Funct
     let mut still_called = BTreeSet::new();
     called(&model.graph, &funcs, &mut still_called);
     let before = model.functions.len();
-    model
-        .functions
-        .retain(|f| still_called.contains(&key_of_fn(f)));
+    model.functions.retain(|f| {
+        let k = key_of_fn(f);
+        !funcs.contains_key(&k) || still_called.contains(&k)
+    });
     let functions = before - model.functions.len();
     // The import of a domain that only named the removed functions goes with them.
     let kept: BTreeSet<String> = model

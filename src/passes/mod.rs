@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | `expand-bodies` | [`expand`] | conversion: ops the target lacks written as their schema's body |
 //! | `convert-functions` | [`functions`], [`inline`] | conversion: local functions converted in place, else inlined |
+//! | `optimize-functions` | [`functions`], [`inline`] | local functions inlined where no larger, other bodies optimized in place |
 //! | `saturate` | [`saturate`] | the e-graph: lift, fold, the pipeline's phases (and the version phase), extract |
 //! | `splice-constant-ifs` | [`if_const`] | an If with a constant condition becomes its branch; saturate again |
 //! | `saturate-at-target` | [`saturate`] | conversion up: the phases again at the target opset |
@@ -81,6 +82,7 @@ pub(crate) trait Pass: Sync {
 pub(crate) const PASSES: &[&dyn Pass] = &[
     &expand::ExpandBodies,
     &functions::ConvertFunctions,
+    &functions::OptimizeFunctions,
     &saturate::Saturate,
     &if_const::SpliceConstantIfs,
     &saturate::SaturateAtTarget,

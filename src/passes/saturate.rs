@@ -114,7 +114,7 @@ impl Pass for Lower {
 }
 
 /// The phases that are not lowering phases (those run in `lower`).
-fn not_lowering(phases: &[Phase]) -> Vec<Phase> {
+pub(super) fn not_lowering(phases: &[Phase]) -> Vec<Phase> {
     phases
         .iter()
         .filter(|p| p.lowering.is_none())
