@@ -479,6 +479,251 @@ pub(crate) fn search_dims(
     }
 }
 
+/// The values that carry a graph input's integers unchanged (Cast, Identity, reshapes), each
+/// mapped to that input (the inputs to themselves).
+fn input_origins(g: &onnx_proto::GraphProto) -> BTreeMap<String, String> {
+    let mut origin: BTreeMap<String, String> = g
+        .input
+        .iter()
+        .filter_map(|v| v.name.clone())
+        .map(|n| (n.clone(), n))
+        .collect();
+    for n in &g.node {
+        let pass = matches!(
+            n.op_type.as_deref(),
+            Some("Cast" | "Identity" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Expand")
+        ) && n.domain.as_deref().unwrap_or("").is_empty();
+        if pass {
+            if let (Some(src), Some(o)) = (
+                n.input.first().and_then(|i| origin.get(i)).cloned(),
+                n.output.first(),
+            ) {
+                origin.insert(o.clone(), src);
+            }
+        }
+    }
+    origin
+}
+
+/// What an integer graph input is, read as a shape by the node that consumes it (directly or
+/// through [`input_origins`]' ops).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ShapeRole {
+    /// A Reshape's target; the data's declared dims (a name, or unknown) when it has a type.
+    Reshape(Option<Vec<DeclaredDim>>),
+    /// Expand's target or Tile's repeats: ones broadcast with anything (and repeat once).
+    Broadcast,
+    /// ConstantOfShape's shape: small sizes.
+    Sizes,
+    /// Axes that must be distinct (Unsqueeze's, a Reduce's, Slice's): 0, 1, ...
+    Distinct,
+    /// Slice's steps: ones.
+    Ones,
+    /// Split's sizes: they sum to the data's dim on the split axis (when declared).
+    Split(Option<DeclaredDim>),
+    /// Squeeze's axes: the data's declared dims of size 1 (when it has enough).
+    Squeeze(Option<Vec<DeclaredDim>>),
+    /// OneHot's depth: a few classes.
+    Positive,
+}
+
+/// One dim of a declared shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DeclaredDim {
+    Fixed(i64),
+    Named(String),
+    Unknown,
+}
+
+/// The integer graph inputs a node reads as a shape or axes (a Reshape, Expand or Tile target,
+/// ConstantOfShape's shape, Unsqueeze, Squeeze, Reduce and Slice axes, Slice's steps, Split's
+/// sizes) and OneHot's depth (an input read so and also as indices keeps its index bound
+/// instead): random values would make the original fail on them, so [`shape_safe`] gives them
+/// values their consumer takes.
+pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
+    let mut out = BTreeMap::new();
+    let Some(g) = model.graph.as_ref() else {
+        return out;
+    };
+    let origin = input_origins(g);
+    let declared: BTreeMap<&str, Vec<DeclaredDim>> = g
+        .input
+        .iter()
+        .chain(&g.value_info)
+        .filter_map(|vi| {
+            let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(tt)) => tt,
+                _ => return None,
+            };
+            let dims = tt
+                .shape
+                .as_ref()?
+                .dim
+                .iter()
+                .map(|d| match &d.value {
+                    Some(dimension::Value::DimValue(v)) if *v >= 0 => DeclaredDim::Fixed(*v),
+                    Some(dimension::Value::DimParam(p)) => DeclaredDim::Named(p.clone()),
+                    _ => DeclaredDim::Unknown,
+                })
+                .collect();
+            Some((vi.name.as_deref()?, dims))
+        })
+        .chain(g.initializer.iter().filter_map(|t| {
+            Some((
+                t.name.as_deref()?,
+                t.dims.iter().map(|&d| DeclaredDim::Fixed(d)).collect(),
+            ))
+        }))
+        .collect();
+    for n in &g.node {
+        if !n.domain.as_deref().unwrap_or("").is_empty() {
+            continue;
+        }
+        let data = || {
+            n.input
+                .first()
+                .and_then(|d| declared.get(d.as_str()))
+                .cloned()
+        };
+        let int_attr = |name: &str| {
+            n.attribute
+                .iter()
+                .find(|a| a.name.as_deref() == Some(name))
+                .and_then(|a| a.i)
+        };
+        let (slot, role) = match n.op_type.as_deref() {
+            Some("Reshape") => (1, ShapeRole::Reshape(data())),
+            Some("Expand" | "Tile") => (1, ShapeRole::Broadcast),
+            Some("ConstantOfShape") => (0, ShapeRole::Sizes),
+            Some("Unsqueeze") => (1, ShapeRole::Distinct),
+            Some(op) if op.starts_with("Reduce") => (1, ShapeRole::Distinct),
+            Some("Slice") => {
+                if let Some(src) = n.input.get(3).and_then(|i| origin.get(i)) {
+                    out.entry(src.clone()).or_insert(ShapeRole::Distinct);
+                }
+                (4, ShapeRole::Ones)
+            }
+            Some("Split") => {
+                let axis = int_attr("axis").unwrap_or(0);
+                let dim = data().and_then(|d| {
+                    let a = if axis < 0 {
+                        axis + d.len() as i64
+                    } else {
+                        axis
+                    };
+                    usize::try_from(a).ok().and_then(|a| d.get(a).cloned())
+                });
+                (1, ShapeRole::Split(dim))
+            }
+            Some("Squeeze") => (1, ShapeRole::Squeeze(data())),
+            Some("OneHot") => (1, ShapeRole::Positive),
+            _ => continue,
+        };
+        if let Some(src) = n.input.get(slot).and_then(|i| origin.get(i)) {
+            out.entry(src.clone()).or_insert(role);
+        }
+    }
+    out
+}
+
+/// A value for an input [`shape_roles`] names, of the drawn value's shape: a Reshape's target
+/// is the data's own dims where its declared rank is that length (named dims at their value in
+/// `dims`, else 1), else -1 then ones; an Expand target or Tile's repeats ones;
+/// ConstantOfShape's sizes 1 or 2 (from the drawn value); distinct axes 0, 1, ...; Slice's
+/// steps ones; Split's sizes the data's dim less one per other part, then ones (zeros where the
+/// dim is smaller); Squeeze's axes the data's dims of size 1; OneHot's depth 3. A value the
+/// declarations do not determine passes unchanged.
+pub(crate) fn shape_safe(
+    name: &str,
+    v: Value,
+    roles: &BTreeMap<String, ShapeRole>,
+    dims: &BTreeMap<String, i64>,
+) -> Value {
+    let Some(role) = roles.get(name) else {
+        return v;
+    };
+    let (drawn, shape): (Vec<i64>, Vec<usize>) = match &v {
+        Value::Tensor(Tensor::I64(a)) if a.ndim() <= 1 => {
+            (a.iter().copied().collect(), a.shape().to_vec())
+        }
+        Value::Tensor(Tensor::I32(a)) if a.ndim() <= 1 => {
+            (a.iter().map(|&x| x as i64).collect(), a.shape().to_vec())
+        }
+        Value::Tensor(Tensor::F32(a)) if a.ndim() <= 1 && *role == ShapeRole::Positive => {
+            (vec![0; a.len()], a.shape().to_vec())
+        }
+        Value::Tensor(Tensor::F64(a)) if a.ndim() <= 1 && *role == ShapeRole::Positive => {
+            (vec![0; a.len()], a.shape().to_vec())
+        }
+        _ => return v,
+    };
+    let k = drawn.len();
+    let dim = |d: &DeclaredDim| match d {
+        DeclaredDim::Fixed(x) => Some(*x),
+        DeclaredDim::Named(p) => Some(dims.get(p).copied().unwrap_or(1)),
+        DeclaredDim::Unknown => None,
+    };
+    let values: Vec<i64> = match role {
+        ShapeRole::Distinct => (0..k as i64).collect(),
+        ShapeRole::Ones => vec![1; k],
+        ShapeRole::Positive => vec![3; k],
+        ShapeRole::Split(Some(d)) if k > 0 => match dim(d) {
+            // The first part takes what the others (one each, or none) leave.
+            Some(n) => {
+                let each = i64::from(n >= k as i64 - 1);
+                let mut v = vec![each; k];
+                v[0] = n - each * (k as i64 - 1);
+                v
+            }
+            None => return v,
+        },
+        ShapeRole::Split(_) => return v,
+        ShapeRole::Squeeze(Some(data)) => {
+            let ones: Vec<i64> = (0..data.len() as i64)
+                .filter(|&i| dim(&data[i as usize]) == Some(1))
+                .collect();
+            match ones.len() >= k {
+                true => ones[..k].to_vec(),
+                false => return v,
+            }
+        }
+        ShapeRole::Squeeze(None) => return v,
+        ShapeRole::Reshape(Some(data)) if data.len() == k => data
+            .iter()
+            .map(|d| match d {
+                DeclaredDim::Fixed(x) => *x,
+                DeclaredDim::Named(p) => dims.get(p).copied().unwrap_or(1),
+                DeclaredDim::Unknown => -1,
+            })
+            .collect(),
+        ShapeRole::Reshape(_) => (0..k).map(|i| if i == 0 { -1 } else { 1 }).collect(),
+        ShapeRole::Broadcast => vec![1; k],
+        ShapeRole::Sizes => drawn.iter().map(|x| 1 + x.rem_euclid(2)).collect(),
+    };
+    // A Reshape target may hold one -1 at most.
+    let values = match values.iter().filter(|&&x| x == -1).count() > 1 {
+        true => (0..k).map(|i| if i == 0 { -1 } else { 1 }).collect(),
+        false => values,
+    };
+    let made = match &v {
+        Value::Tensor(Tensor::I64(_)) => Tensor::from_vec(&shape, values),
+        Value::Tensor(Tensor::I32(_)) => Tensor::from_vec(
+            &shape,
+            values.iter().map(|&x| x as i32).collect::<Vec<i32>>(),
+        ),
+        Value::Tensor(Tensor::F32(_)) => Tensor::from_vec(
+            &shape,
+            values.iter().map(|&x| x as f32).collect::<Vec<f32>>(),
+        ),
+        Value::Tensor(Tensor::F64(_)) => Tensor::from_vec(
+            &shape,
+            values.iter().map(|&x| x as f64).collect::<Vec<f64>>(),
+        ),
+        _ => return v,
+    };
+    made.map(Value::Tensor).unwrap_or(v)
+}
+
 /// Upper bounds (exclusive) for integer graph inputs that index something: an input read,
 /// directly or through shape-only ops, as the indices of a Gather (or the ids of an
 /// EmbedLayerNormalization) over a table whose gathered axis has a known size.
@@ -510,27 +755,7 @@ pub(crate) fn index_bounds(model: &ModelProto) -> BTreeMap<String, i64> {
             dims.entry(n).or_insert(d);
         }
     }
-    // Values that carry a graph input's integers unchanged (Cast, reshapes).
-    let mut origin: BTreeMap<String, String> = g
-        .input
-        .iter()
-        .filter_map(|v| v.name.clone())
-        .map(|n| (n.clone(), n))
-        .collect();
-    for n in &g.node {
-        let pass = matches!(
-            n.op_type.as_deref(),
-            Some("Cast" | "Identity" | "Reshape" | "Unsqueeze" | "Squeeze" | "Flatten" | "Expand")
-        ) && n.domain.as_deref().unwrap_or("").is_empty();
-        if pass {
-            if let (Some(src), Some(o)) = (
-                n.input.first().and_then(|i| origin.get(i)).cloned(),
-                n.output.first(),
-            ) {
-                origin.insert(o.clone(), src);
-            }
-        }
-    }
+    let origin = input_origins(g);
     let mut bound = |idx: &str, table: &str, axis: i64| {
         let (Some(src), Some(d)) = (origin.get(idx), dims.get(table)) else {
             return;

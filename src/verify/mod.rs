@@ -267,12 +267,15 @@ pub fn compare_models_on(
     inputs::name_unknown_dims(&mut gen);
     let fed: BTreeSet<String> = a_cut.fed_names();
     let bounds = inputs::index_bounds(original);
+    let mut roles = inputs::shape_roles(original);
+    roles.retain(|n, _| !bounds.contains_key(n));
     let make = |seed: u64, d: &BTreeMap<String, i64>| -> Result<InputSet, onnx_ref::RefError> {
         let v = onnx_ref::random_inputs(&gen, seed, d)?;
         Ok(v.into_iter()
             .filter(|(n, _)| !fed.contains(n))
             .map(|(n, v)| {
                 let v = inputs::index_safe(&n, v, &bounds);
+                let v = inputs::shape_safe(&n, v, &roles, d);
                 (n, v)
             })
             .collect())
@@ -623,8 +626,9 @@ fn compare_tensors(x: &Tensor, y: &Tensor, tol: Tolerance) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// A model that fails on every random input (its Reshape target is an input, and random
-    /// integers are 0 or 1, with `allowzero`) is checked on the given sets alone: with a set,
+    /// A model that fails on every random input (its Reshape target is computed from an input,
+    /// through an Abs that `inputs::shape_roles` does not follow, and random integers are 0 or
+    /// 1, with `allowzero`) is checked on the given sets alone: with a set,
     /// the random trials stop and say why; a set where the two models differ is a mismatch on
     /// that set; with no set, the check is skipped with the reason (never an error).
     #[test]
@@ -635,8 +639,8 @@ mod tests {
             ))
             .unwrap()
         };
-        let a = text("y = Reshape <allowzero = 1> (x, s)");
-        let b = text("r = Reshape <allowzero = 1> (x, s)\n  y = Relu (r)");
+        let a = text("t = Abs (s)\n  y = Reshape <allowzero = 1> (x, t)");
+        let b = text("t = Abs (s)\n  r = Reshape <allowzero = 1> (x, t)\n  y = Relu (r)");
         let x: Vec<f32> = (0..24).map(|i| i as f32).collect();
         let shape = Value::Tensor(Tensor::from_vec(&[2], vec![2i64, 12]).unwrap());
         let set = vec![
@@ -680,6 +684,39 @@ mod tests {
         let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
         assert_eq!((m, c.random), (None, 0));
         assert!(c.skipped.as_deref().unwrap().contains("Reshape"), "{c:?}");
+    }
+
+    /// Integer inputs read as shapes get values their consumer takes: a Reshape target the
+    /// data's own dims (or -1 then ones), an Expand target ones, ConstantOfShape's sizes 1 or
+    /// 2; through a Cast too. The check then runs its random trials, and a difference shows.
+    #[test]
+    fn integer_inputs_read_as_shapes_take_values_the_original_runs_on() {
+        let text = |body: &str| {
+            onnx_text::parse_model(&format!(
+                "<ir_version: 8, opset_import: [\"\" : 19]>\ng (float[B, 8] x, int64[2] s, int64[3] r, int64[3] e, int32[2] c) => (float[P, Q] y, float[U, V, W] y2, float[Z, B, 8] z, float[M, N] w) {{\n{body}\n}}"
+            ))
+            .unwrap()
+        };
+        let body = "  y = Reshape (x, s)\n  y2 = Reshape (x, r)\n  z = Expand (x, e)\n  k = Cast <to = 7> (c)\n  w = ConstantOfShape <value = float[1] {2.0}> (k)";
+        let a = text(body);
+        let dims = BTreeMap::from([("B".to_string(), 3)]);
+        let tol = Tolerance::default();
+        let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_eq!((c.random, c.skipped, c.random_skipped), (3, None, None));
+        let roles = inputs::shape_roles(&a);
+        let drawn = |k: usize| Value::Tensor(Tensor::from_vec(&[k], vec![0i64; k]).unwrap());
+        let got = |name: &str, k: usize| match inputs::shape_safe(name, drawn(k), &roles, &dims) {
+            Value::Tensor(Tensor::I64(v)) => v.iter().copied().collect::<Vec<i64>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(got("s", 2), [3, 8]);
+        assert_eq!(got("r", 3), [-1, 1, 1]);
+        assert_eq!(got("e", 3), [1, 1, 1]);
+        // A difference after the Reshape shows.
+        let b = text(&body.replace("y = Reshape (x, s)", "t = Reshape (x, s)\n  y = Relu (t)"));
+        let (m, _) = compare_models_on(&a, &b, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m.map(|m| m.output), Some("y".to_string()));
     }
 
     fn custom(body: &str) -> ModelProto {

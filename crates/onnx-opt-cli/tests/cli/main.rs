@@ -259,7 +259,8 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     assert!(!out.status.success() || err.is_empty(), "{err}");
 }
 
-/// A model whose original fails on random inputs (a Reshape target that is itself an input)
+/// A model whose original fails on random inputs (NonMaxSuppression's iou_threshold is an input,
+/// and random floats fall outside [0, 1])
 /// converts with a warning that the check could not run (the table says why), is refused with
 /// `--require-check`, converts checked with `--check-data` (the backend test's own data proves
 /// it, and the table says the random trials could not run), and a missing data directory is an
@@ -268,7 +269,7 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
 fn check_data_proves_a_conversion_random_inputs_cannot() {
     let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
-    let case = shared.join("onnx-backend/node/test_reshape_extended_dims");
+    let case = shared.join("onnx-backend/node/test_nonmaxsuppression_suppress_by_IOU");
     let m = case.join("model.onnx");
     let out = dir.path().join("out.onnx");
     let o = onnx_opt(&[
