@@ -3,7 +3,8 @@
 # exporter (optimum-onnx) with transformers 4.57, on top of the torch venv of
 # scripts/setup_torch_venv.sh (its site-packages are put on the path by a .pth file, so torch's
 # 4.5 GB is not installed twice; transformers and tokenizers here take precedence over that
-# venv's 4.46). Also onnxruntime-genai's model builder and onnxslim, for benches/ort_decoders.py.
+# venv's 4.46). Also onnxruntime-genai's model builder and onnxslim, for benches/ort_decoders.py,
+# and Pillow (the DINOv2 image processor scripts/export_optimum_catalogue.py saves).
 # Never needed to build or test the Rust product.
 #
 # usage: scripts/setup_optimum_venv.sh [DIR] [TORCH_VENV]
@@ -32,7 +33,8 @@ echo "$torch_site" > "$own_site/torch_venv.pth"
     optimum-onnx==0.1.0 \
     onnxruntime-genai==0.18.0 \
     onnxslim==0.1.98 \
-    colorama==0.4.6
+    colorama==0.4.6 \
+    pillow==13.0.0
 
 "$venv_dir/bin/python" - <<'PY'
 import importlib.metadata as md

@@ -80,6 +80,27 @@ fn optimized_optimum_exports_compute_the_same() {
     insta::assert_snapshot!("optimum_models", model_set("optimum", 8, &dims));
 }
 
+/// The models of `tests/models/optimum_catalogue`: Optimum's other tasks (ViT, CLIP, SigLIP,
+/// DINOv2, ConvNeXt, Whisper, T5 and Marian with their decoders with past and merged, and the
+/// legacy merged Llama decoder, an `If` on `use_cache_branch`; optimum-onnx 0.1.0,
+/// `scripts/export_optimum_catalogue.py`), held to the same checks as the development models,
+/// both stored test data sets (the merged decoders' second takes the other branch) included.
+#[test]
+fn optimized_optimum_catalogue_exports_compute_the_same() {
+    // The batch fixed, the other dims searched: Whisper's merged decoder gives placeholder
+    // encoder presents in its cache branch, whose declared dims hold only where the search
+    // puts them.
+    let dims = [
+        ("batch_size", 2),
+        ("text_batch_size", 2),
+        ("image_batch_size", 2),
+    ];
+    insta::assert_snapshot!(
+        "optimum_catalogue_models",
+        model_set("optimum_catalogue", 18, &dims)
+    );
+}
+
 /// The models of `tests/models/peers`: the graphs of the peer optimizers' own pass tests
 /// (onnxoptimizer, onnxscript's rewriter, onnxslim; `scripts/make_peer_pass_models.py`), held
 /// to the same checks as the development models. The snapshot records what each ends as; the

@@ -1,0 +1,1 @@
+Blogits_per_imageJ‘­Á'È/>‚ÁOÇ¾

@@ -1,0 +1,2 @@
+Blogits_per_textJ,‰¤>Lì©>0©
+>‘ÈM>
