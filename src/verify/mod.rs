@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod boundary;
 mod inputs;
+mod stand_in;
 
 pub use boundary::BoundaryError;
 
@@ -203,15 +204,22 @@ pub fn compare_models_on(
     dims: &BTreeMap<String, i64>,
     tol: Tolerance,
 ) -> Result<(Option<Mismatch>, Checked), VerifyError> {
+    // Nodes without a kernel inside subgraphs: stood in for in both models alike.
+    let stood = stand_in::both(original, optimized);
+    let (original, optimized, stood_in) = match &stood {
+        Some((a, b, lines)) => (a, b, lines.clone()),
+        None => (original, optimized, Vec::new()),
+    };
     let a_cut = match boundary::cut(
         original,
         &onnx_ref::opaque_nodes(original),
         &BTreeMap::new(),
     ) {
         Ok(c) => c,
-        Err(why) => return Ok((None, Checked::not_run(why.to_string(), Vec::new()))),
+        Err(why) => return Ok((None, Checked::not_run(why.to_string(), stood_in))),
     };
-    let opaque = a_cut.summary();
+    let mut opaque = a_cut.summary();
+    opaque.extend(stood_in);
     let b_opaque = onnx_ref::opaque_nodes(optimized);
     // Types of the optimized model's boundary outputs it no longer declares: the original's.
     let fallback = match (b_opaque.is_empty(), original.graph.as_ref()) {
@@ -717,6 +725,41 @@ mod tests {
         let b = text(&body.replace("y = Reshape (x, s)", "t = Reshape (x, s)\n  y = Relu (t)"));
         let (m, _) = compare_models_on(&a, &b, &[], 3, &dims, tol).unwrap();
         assert_eq!(m.map(|m| m.output), Some("y".to_string()));
+    }
+
+    /// A node without a kernel inside an If branch or a Loop body is stood in for in both
+    /// models (`stand_in.rs`): the check runs, a change before the node (in what it reads) or
+    /// after it shows in the outputs, and equal models agree.
+    #[test]
+    fn the_check_runs_around_nodes_without_a_kernel_in_subgraphs() {
+        let with_alpha = |before: &str, after: &str, alpha: &str| {
+            onnx_text::parse_model(&format!(
+                "<ir_version: 8, opset_import: [\"\" : 13, \"com.x\" : 1]>\ng (float[2, 3] x) => (float[2, 3] y, float[2, 3] z) {{\n  c = Constant <value = bool {{1}}> ()\n  y = If (c) <then_branch = g1 () => (float[2, 3] t) {{ u = {before} (x)\n v = com.x.Plugin <alpha: float = {alpha}> (u)\n t = {after} (v) }}, else_branch = g2 () => (float[2, 3] e) {{ e = Neg (x) }}>\n  n = Constant <value = int64 {{2}}> ()\n  z = Loop (n, c, x) <body = b (int64 i, bool cin, float[2, 3] acc) => (bool cout, float[2, 3] next) {{ cout = Identity (cin)\n p = com.x.Plugin <alpha: float = 2.0> (acc)\n next = {after} (p) }}>\n}}"
+            ))
+            .unwrap()
+        };
+        let model = |before: &str, after: &str| with_alpha(before, after, "2.0");
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        let a = model("Relu", "Abs");
+        let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
+        assert_eq!((m, c.random, c.skipped), (None, 3, None));
+        assert_eq!(
+            c.opaque,
+            vec!["2 x com.x::Plugin (in a subgraph, stood in)".to_string()]
+        );
+        // What the plugin reads changes: its stand-in's outputs change with it.
+        let (m, _) = compare_models_on(&a, &model("Neg", "Abs"), &[], 3, &dims, tol).unwrap();
+        assert!(m.is_some(), "a change before the plugin went unseen");
+        // After it, in both the branch and the loop body.
+        let (m, _) = compare_models_on(&a, &model("Relu", "Neg"), &[], 3, &dims, tol).unwrap();
+        assert!(m.is_some(), "a change after the plugin went unseen");
+        // A plugin with other attributes is another signature: the two models do not hold
+        // the same stood-in nodes, so nothing is stood in and the check does not run.
+        let other = with_alpha("Relu", "Abs", "3.0");
+        let (m, c) = compare_models_on(&a, &other, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert!(c.skipped.is_some(), "{c:?}");
     }
 
     fn custom(body: &str) -> ModelProto {

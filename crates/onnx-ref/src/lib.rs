@@ -42,7 +42,7 @@ pub use numeric::{AccFloat, Num, Real};
 pub use plan::{declared_type, DeclaredType, Opsets, Profile};
 pub use random::{random_inputs, random_tensor};
 pub use registry::builtin_registry;
-pub use session::{model_opsets, opaque_nodes, Scope, Session};
+pub use session::{model_opsets, opaque_nodes, opaque_subgraph_nodes, Scope, Session};
 pub use tensor::{
     array_from_vec, check_size, element_limit, set_element_limit, Array, Elem, ElementLimit,
     Tensor, MAX_ELEMENTS,

@@ -783,29 +783,88 @@ pub fn opaque_nodes(model: &ModelProto) -> Vec<usize> {
         lazy_weights: false,
         check_declarations: false,
     };
-    let mut out = Vec::new();
-    for (i, node) in graph.node.iter().enumerate() {
-        let domain = normalize_domain(node.domain.as_deref().unwrap_or(""));
-        let Some(&opset) = opsets.get(domain) else {
-            continue;
-        };
-        let kctx = KernelCtx {
-            node,
-            index: Some(i),
-            opset,
-        };
-        let op = kctx.op();
-        let runnable = builtin_registry().lookup(domain, op, opset).is_some()
-            || control::is_control_op(domain, op)
-            || flex_attention::is_flex_attention(domain, op, opset)
-            || (gradient::is_gradient_op(domain, op) && opset == 1)
-            || !matches!(
-                function::plan_function(&kctx, &ctx, GraphPlan::build),
-                Ok(None)
-            );
-        if !runnable {
-            out.push(i);
+    graph
+        .node
+        .iter()
+        .enumerate()
+        .filter(|&(i, node)| opaque_in(&ctx, &opsets, node, Some(i)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Whether a node no kernel, control-flow plan, Gradient or function body can run (see
+/// [`opaque_nodes`]); a node whose domain the model does not import is not.
+fn opaque_in(ctx: &PlanCtx<'_>, opsets: &Opsets, node: &NodeProto, index: Option<usize>) -> bool {
+    let domain = normalize_domain(node.domain.as_deref().unwrap_or(""));
+    let Some(&opset) = opsets.get(domain) else {
+        return false;
+    };
+    let kctx = KernelCtx { node, index, opset };
+    let op = kctx.op();
+    let runnable = builtin_registry().lookup(domain, op, opset).is_some()
+        || control::is_control_op(domain, op)
+        || flex_attention::is_flex_attention(domain, op, opset)
+        || (gradient::is_gradient_op(domain, op) && opset == 1)
+        || !matches!(
+            function::plan_function(&kctx, ctx, GraphPlan::build),
+            Ok(None)
+        );
+    !runnable
+}
+
+/// The nodes inside the main graph's subgraphs (If branches, Loop and Scan bodies, at any
+/// depth) that [`opaque_nodes`] would list were they in the main graph: each as the path of
+/// node indices from the main graph down (the last the node's index in its subgraph, with an
+/// empty name), each with the attribute that holds the next subgraph (`body`, or `name#k` for
+/// the k-th graph of a list). A caller that stands them in (the optimizer's check)
+/// rewrites them before planning.
+pub fn opaque_subgraph_nodes(model: &ModelProto) -> Vec<Vec<(usize, String)>> {
+    let Some(graph) = model.graph.as_ref() else {
+        return Vec::new();
+    };
+    let opsets = model_opsets(model);
+    let functions = local_functions(model);
+    let ctx = PlanCtx {
+        registry: builtin_registry(),
+        opsets: opsets.clone(),
+        functions: &functions,
+        call_stack: Vec::new(),
+        depth: 0,
+        lazy_weights: false,
+        check_declarations: false,
+    };
+    fn walk(
+        g: &onnx_proto::GraphProto,
+        ctx: &PlanCtx<'_>,
+        opsets: &Opsets,
+        path: &mut Vec<(usize, String)>,
+        top: bool,
+        out: &mut Vec<Vec<(usize, String)>>,
+    ) {
+        for (i, node) in g.node.iter().enumerate() {
+            if !top && opaque_in(ctx, opsets, node, Some(i)) {
+                let mut p = path.clone();
+                p.push((i, String::new()));
+                out.push(p);
+                continue;
+            }
+            for a in &node.attribute {
+                let name = a.name.clone().unwrap_or_default();
+                let subs = a.g.iter().map(|g| (name.clone(), g)).chain(
+                    a.graphs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, g)| (format!("{name}#{k}"), g)),
+                );
+                for (step, sub) in subs {
+                    path.push((i, step));
+                    walk(sub, ctx, opsets, path, false, out);
+                    path.pop();
+                }
+            }
         }
     }
+    let mut out = Vec::new();
+    walk(graph, &ctx, &opsets, &mut Vec::new(), true, &mut out);
     out
 }
