@@ -47,6 +47,27 @@ pub enum BoundaryError {
     },
 }
 
+/// A node's label (`domain::op`, the op alone in the default domain) and signature: a hash of
+/// its domain, op, overload and attributes (in name order), never of its name or place.
+pub(crate) fn signature(n: &onnx_proto::NodeProto) -> (String, u64) {
+    let domain = n.domain.clone().unwrap_or_default();
+    let op = n.op_type.clone().unwrap_or_default();
+    let label = match domain.as_str() {
+        "" | "ai.onnx" => op.clone(),
+        d => format!("{d}::{op}"),
+    };
+    let mut attrs = n.attribute.clone();
+    attrs.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    domain.hash(&mut h);
+    op.hash(&mut h);
+    n.overload.hash(&mut h);
+    for a in &attrs {
+        a.encode_to_vec().hash(&mut h);
+    }
+    (label, h.finish())
+}
+
 /// One boundary node of a model.
 #[derive(Debug, Clone)]
 pub(crate) struct Opaque {
@@ -96,21 +117,7 @@ pub(crate) fn cut(
     let mut nodes = Vec::new();
     for &i in opaque {
         let n = &graph.node[i];
-        let domain = n.domain.clone().unwrap_or_default();
-        let op = n.op_type.clone().unwrap_or_default();
-        let label = match domain.as_str() {
-            "" | "ai.onnx" => op.clone(),
-            d => format!("{d}::{op}"),
-        };
-        let mut attrs = n.attribute.clone();
-        attrs.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        domain.hash(&mut h);
-        op.hash(&mut h);
-        n.overload.hash(&mut h);
-        for a in &attrs {
-            a.encode_to_vec().hash(&mut h);
-        }
+        let (label, signature) = signature(n);
         let first_input = n
             .input
             .first()
@@ -138,7 +145,7 @@ pub(crate) fn cut(
         }
         nodes.push(Opaque {
             label,
-            signature: h.finish(),
+            signature,
             inputs: n.input.clone(),
             outputs,
         });

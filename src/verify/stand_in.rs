@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 
 use onnx_proto::{
     attribute_proto::AttributeType, tensor_proto::DataType, type_proto, AttributeProto, GraphProto,
-    Message, ModelProto, NodeProto, OperatorSetIdProto,
+    ModelProto, NodeProto, OperatorSetIdProto,
 };
 
 /// A stood-in node's label (`domain::op`) and signature.
@@ -43,7 +43,7 @@ fn stand_in(model: &ModelProto) -> Option<(ModelProto, Vec<Stood>)> {
             .chain(&g.output)
             .filter_map(|v| Some((v.name.as_deref()?, v.r#type.as_ref()?)))
             .collect();
-        let (label, signature) = signature(&node);
+        let (label, signature) = super::boundary::signature(&node);
         let nodes = replacement(&node, signature, &declared, &mut fresh);
         g.node.splice(i..=i, nodes);
         stood.push((label, signature));
@@ -118,26 +118,6 @@ fn locate<'a>(
         };
     }
     (*last < g.node.len()).then_some((g, *last))
-}
-
-/// A node's label and signature (domain, op, overload, attributes in name order).
-fn signature(n: &NodeProto) -> Stood {
-    let domain = n.domain.clone().unwrap_or_default();
-    let op = n.op_type.clone().unwrap_or_default();
-    let label = match domain.as_str() {
-        "" | "ai.onnx" => op.clone(),
-        d => format!("{d}::{op}"),
-    };
-    let mut attrs = n.attribute.clone();
-    attrs.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    domain.hash(&mut h);
-    op.hash(&mut h);
-    n.overload.hash(&mut h);
-    for a in &attrs {
-        a.encode_to_vec().hash(&mut h);
-    }
-    (label, h.finish())
 }
 
 fn attr_int(name: &str, v: i64) -> AttributeProto {

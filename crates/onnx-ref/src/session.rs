@@ -774,15 +774,7 @@ pub fn opaque_nodes(model: &ModelProto) -> Vec<usize> {
     };
     let opsets = model_opsets(model);
     let functions = local_functions(model);
-    let ctx = PlanCtx {
-        registry: builtin_registry(),
-        opsets: opsets.clone(),
-        functions: &functions,
-        call_stack: Vec::new(),
-        depth: 0,
-        lazy_weights: false,
-        check_declarations: false,
-    };
+    let ctx = probing_ctx(&opsets, &functions);
     graph
         .node
         .iter()
@@ -790,6 +782,19 @@ pub fn opaque_nodes(model: &ModelProto) -> Vec<usize> {
         .filter(|&(i, node)| opaque_in(&ctx, &opsets, node, Some(i)))
         .map(|(i, _)| i)
         .collect()
+}
+
+/// The planning context [`opaque_in`] asks, with the built-in kernels.
+fn probing_ctx<'a>(opsets: &Opsets, functions: &'a crate::plan::LocalFunctions) -> PlanCtx<'a> {
+    PlanCtx {
+        registry: builtin_registry(),
+        opsets: opsets.clone(),
+        functions,
+        call_stack: Vec::new(),
+        depth: 0,
+        lazy_weights: false,
+        check_declarations: false,
+    }
 }
 
 /// Whether a node no kernel, control-flow plan, Gradient or function body can run (see
@@ -824,15 +829,7 @@ pub fn opaque_subgraph_nodes(model: &ModelProto) -> Vec<Vec<(usize, String)>> {
     };
     let opsets = model_opsets(model);
     let functions = local_functions(model);
-    let ctx = PlanCtx {
-        registry: builtin_registry(),
-        opsets: opsets.clone(),
-        functions: &functions,
-        call_stack: Vec::new(),
-        depth: 0,
-        lazy_weights: false,
-        check_declarations: false,
-    };
+    let ctx = probing_ctx(&opsets, &functions);
     fn walk(
         g: &onnx_proto::GraphProto,
         ctx: &PlanCtx<'_>,
