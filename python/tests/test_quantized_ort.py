@@ -75,7 +75,9 @@ def test_qdq_int4_becomes_matmul_nbits(folder, symmetric):
     ops = op_histogram(lowered)
     layers = 2
     assert (ops["MatMulNBits"], ops["DequantizeLinear"]) == (quantized - 2 * layers, 0), ops
-    assert ops["GroupQueryAttention"] == layers, ops
+    # Optimum's sdpa mask may hold -inf: the standard Attention (3-D) stays, as onnxruntime's
+    # kernel computes it.
+    assert (ops["Attention"], ops["GroupQueryAttention"]) == (layers, 0), ops
     for b, s, p, pad in ORT_CASES:
         feeds = _feeds(original, b, s, p, pad)
         assert_outputs_close(ort_run(lowered, feeds), ort_run(qdq, feeds))

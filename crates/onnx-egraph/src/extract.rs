@@ -71,11 +71,17 @@ impl CostModel for Latency {
 pub const REPLACED_BY_CONTRIB: f64 = 1e3;
 
 /// [`Latency`] for onnxruntime: the standard ops `rules/onnxruntime.rules` rewrites into
-/// contrib kernels (Attention into GroupQueryAttention, RMSNormalization and LayerNormalization
-/// of a sum into SkipSimplifiedLayerNormalization and SkipLayerNormalization, Gelu into
-/// BiasGelu and FastGelu) cost [`REPLACED_BY_CONTRIB`] more. Meant for an e-graph
-/// where those are the only rewrites of them (a lowering phase over an extracted model): beside
-/// the fusion rules, an unfused form of the op would win instead.
+/// contrib kernels (RMSNormalization and LayerNormalization of a sum into
+/// SkipSimplifiedLayerNormalization and SkipLayerNormalization, Gelu into BiasGelu and FastGelu)
+/// cost [`REPLACED_BY_CONTRIB`] more. So does the standard Attention with a mask that is
+/// `finite` (a lowest-float mask): onnxruntime 1.31's Attention kernel gives 0 for a query row
+/// that such a mask masks whole (a padded token's), where the standard (and the export) average
+/// the values, as GroupQueryAttention and MultiHeadAttention do. With a mask that may hold -inf,
+/// or none, that kernel computes the standard's output and Attention is costed as any op:
+/// its 3-D form (`ort_attention_3d`) needs neither GroupQueryAttention's sequence lengths nor its
+/// NaN guard, and runs a decode step faster (`benches/README.md`). Meant for an e-graph where
+/// those are the only rewrites of them (a lowering phase over an extracted model): beside the
+/// fusion rules, an unfused form of the op would win instead.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OnnxRuntime;
 
@@ -89,8 +95,13 @@ impl CostModel for OnnxRuntime {
         let replaced = onnx_schema::normalize_domain(&info.domain).is_empty()
             && matches!(
                 info.op_type.as_str(),
-                "Attention" | "RMSNormalization" | "LayerNormalization" | "Gelu"
-            );
+                "RMSNormalization" | "LayerNormalization" | "Gelu"
+            )
+            || (onnx_schema::normalize_domain(&info.domain).is_empty()
+                && info.op_type == "Attention"
+                && crate::build::Roles::new(info, &node.children)
+                    .input(3)
+                    .is_some_and(|m| crate::rules::finite(egraph, m)));
         match replaced && base.is_finite() {
             true => base + REPLACED_BY_CONTRIB,
             false => base,

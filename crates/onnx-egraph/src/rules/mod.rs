@@ -9,6 +9,7 @@
 mod apply;
 mod eval;
 mod facts;
+pub(crate) use facts::finite;
 mod matcher;
 mod rust;
 
