@@ -525,6 +525,16 @@ pub(crate) enum ShapeRole {
     Squeeze(Option<Vec<DeclaredDim>>),
     /// OneHot's depth: a few classes.
     Positive,
+    /// Resize's scales (floats): 1 on the first two axes (batch and channels) of a tensor of
+    /// rank 3 or more, 2 on the others.
+    Scales,
+}
+
+impl ShapeRole {
+    /// Whether the role also gives a float input its values (OneHot's depth, Resize's scales).
+    fn takes_floats(&self) -> bool {
+        matches!(self, ShapeRole::Positive | ShapeRole::Scales)
+    }
 }
 
 /// One dim of a declared shape.
@@ -537,7 +547,7 @@ pub(crate) enum DeclaredDim {
 
 /// The integer graph inputs a node reads as a shape or axes (a Reshape, Expand or Tile target,
 /// ConstantOfShape's shape, Unsqueeze, Squeeze, Reduce and Slice axes, Slice's steps, Split's
-/// sizes) and OneHot's depth (an input read so and also as indices keeps its index bound
+/// sizes, CumSum's and CumProd's axis), Resize's scales and OneHot's depth (an input read so and also as indices keeps its index bound
 /// instead): random values would make the original fail on them, so [`shape_safe`] gives them
 /// values their consumer takes.
 pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
@@ -617,6 +627,13 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
             }
             Some("Squeeze") => (1, ShapeRole::Squeeze(data())),
             Some("OneHot") => (1, ShapeRole::Positive),
+            Some("CumSum" | "CumProd") => (1, ShapeRole::Distinct),
+            Some("Resize") => {
+                if let Some(src) = n.input.get(3).and_then(|i| origin.get(i)) {
+                    out.entry(src.clone()).or_insert(ShapeRole::Sizes);
+                }
+                (2, ShapeRole::Scales)
+            }
             _ => continue,
         };
         if let Some(src) = n.input.get(slot).and_then(|i| origin.get(i)) {
@@ -649,10 +666,10 @@ pub(crate) fn shape_safe(
         Value::Tensor(Tensor::I32(a)) if a.ndim() <= 1 => {
             (a.iter().map(|&x| x as i64).collect(), a.shape().to_vec())
         }
-        Value::Tensor(Tensor::F32(a)) if a.ndim() <= 1 && *role == ShapeRole::Positive => {
+        Value::Tensor(Tensor::F32(a)) if a.ndim() <= 1 && role.takes_floats() => {
             (vec![0; a.len()], a.shape().to_vec())
         }
-        Value::Tensor(Tensor::F64(a)) if a.ndim() <= 1 && *role == ShapeRole::Positive => {
+        Value::Tensor(Tensor::F64(a)) if a.ndim() <= 1 && role.takes_floats() => {
             (vec![0; a.len()], a.shape().to_vec())
         }
         _ => return v,
@@ -667,6 +684,9 @@ pub(crate) fn shape_safe(
         ShapeRole::Distinct => (0..k as i64).collect(),
         ShapeRole::Ones => vec![1; k],
         ShapeRole::Positive => vec![3; k],
+        ShapeRole::Scales => (0..k)
+            .map(|i| if k >= 3 && i < 2 { 1 } else { 2 })
+            .collect(),
         ShapeRole::Split(Some(d)) if k > 0 => match dim(d) {
             // The first part takes what the others (one each, or none) leave.
             Some(n) => {

@@ -727,6 +727,44 @@ mod tests {
         assert_eq!(m.map(|m| m.output), Some("y".to_string()));
     }
 
+    /// CumSum's axis, Resize's scales and sizes from graph inputs get values the original
+    /// runs on (axis 0; scales 1 on batch and channels and 2 elsewhere; sizes 1 or 2), so the
+    /// check runs its random trials on them instead of being skipped.
+    #[test]
+    fn axis_scales_and_sizes_inputs_take_values_the_original_runs_on() {
+        let a = onnx_text::parse_model(
+            "<ir_version: 8, opset_import: [\"\" : 19]>\ng (float[2, 3, 4] x, int32 axis, float[3] scales, float[1, 1, 2, 2] im, int64[4] sizes) => (float[2, 3, 4] c, float[A, B, C] r, float[D, E, F, G] s) {\n  c = CumSum (x, axis)\n  r = Resize <mode = \"linear\"> (x, , scales)\n  s = Resize (im, , , sizes)\n}",
+        )
+        .unwrap();
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_eq!((c.random, c.skipped, c.random_skipped), (3, None, None));
+        let roles = inputs::shape_roles(&a);
+        let scales = Value::Tensor(Tensor::from_vec(&[3], vec![-0.5f32; 3]).unwrap());
+        match inputs::shape_safe("scales", scales, &roles, &dims) {
+            Value::Tensor(Tensor::F32(v)) => {
+                assert_eq!(v.iter().copied().collect::<Vec<f32>>(), [1.0, 1.0, 2.0])
+            }
+            other => panic!("{other:?}"),
+        }
+        let axis = Value::Tensor(Tensor::from_vec(&[], vec![5i32]).unwrap());
+        match inputs::shape_safe("axis", axis, &roles, &dims) {
+            Value::Tensor(Tensor::I32(v)) => {
+                assert_eq!(v.iter().copied().collect::<Vec<i32>>(), [0])
+            }
+            other => panic!("{other:?}"),
+        }
+        // A difference after the Resize shows.
+        let b = onnx_text::parse_model(
+            "<ir_version: 8, opset_import: [\"\" : 19]>\ng (float[2, 3, 4] x, int32 axis, float[3] scales, float[1, 1, 2, 2] im, int64[4] sizes) => (float[2, 3, 4] c, float[A, B, C] r, float[D, E, F, G] s) {\n  c = CumSum (x, axis)\n  t = Resize <mode = \"linear\"> (x, , scales)\n  r = Neg (t)\n  s = Resize (im, , , sizes)\n}",
+        )
+        .unwrap();
+        let (m, _) = compare_models_on(&a, &b, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m.map(|m| m.output), Some("r".to_string()));
+    }
+
     /// A node without a kernel inside an If branch or a Loop body is stood in for in both
     /// models (`stand_in.rs`): the check runs, a change before the node (in what it reads) or
     /// after it shows in the outputs, and equal models agree.
