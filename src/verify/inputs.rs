@@ -547,8 +547,8 @@ pub(crate) enum DeclaredDim {
 
 /// The integer graph inputs a node reads as a shape or axes (a Reshape, Expand or Tile target,
 /// ConstantOfShape's shape, Unsqueeze, Squeeze, Reduce and Slice axes, Slice's steps, Split's
-/// sizes, CumSum's and CumProd's axis), Resize's scales and OneHot's depth (an input read so and also as indices keeps its index bound
-/// instead): random values would make the original fail on them, so [`shape_safe`] gives them
+/// sizes, CumSum's and CumProd's axis, Resize's sizes), Resize's scales and OneHot's depth (an
+/// input read so and also as indices keeps its index bound instead): random values would make the original fail on them, so [`shape_safe`] gives them
 /// values their consumer takes.
 pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
     let mut out = BTreeMap::new();
