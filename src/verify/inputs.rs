@@ -507,7 +507,7 @@ fn input_origins(g: &onnx_proto::GraphProto) -> BTreeMap<String, String> {
 
 /// What an integer graph input is, read as a shape by the node that consumes it (directly or
 /// through [`input_origins`]' ops).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ShapeRole {
     /// A Reshape's target; the data's declared dims (a name, or unknown) when it has a type.
     Reshape(Option<Vec<DeclaredDim>>),
@@ -528,12 +528,25 @@ pub(crate) enum ShapeRole {
     /// Resize's scales (floats): 1 on the first two axes (batch and channels) of a tensor of
     /// rank 3 or more, 2 on the others.
     Scales,
+    /// Values the declarations determine (ints or floats; a shorter list repeats its last):
+    /// NonMaxSuppression's IoU threshold, AffineGrid's size, Col2Im's image and block shapes,
+    /// STFT's frame step and length, DFT's axis, MelWeightMatrix's parameters.
+    Values(Vec<f64>),
+    /// AffineGrid's size: the batch is theta's first dim, then one channel and 2, 3 (, 4).
+    AffineSize(DeclaredDim),
+    /// ImageDecoder's encoded stream (uint8): a binary PNM image of the declared output's
+    /// height and width when the stream's declared length holds one (a comment pads it), else
+    /// one row as wide as the length allows.
+    Image(Option<(i64, i64)>),
 }
 
 impl ShapeRole {
     /// Whether the role also gives a float input its values (OneHot's depth, Resize's scales).
     fn takes_floats(&self) -> bool {
-        matches!(self, ShapeRole::Positive | ShapeRole::Scales)
+        matches!(
+            self,
+            ShapeRole::Positive | ShapeRole::Scales | ShapeRole::Values(_)
+        )
     }
 }
 
@@ -560,6 +573,7 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
         .input
         .iter()
         .chain(&g.value_info)
+        .chain(&g.output)
         .filter_map(|vi| {
             let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
                 Some(type_proto::Value::TensorType(tt)) => tt,
@@ -601,6 +615,28 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
                 .find(|a| a.name.as_deref() == Some(name))
                 .and_then(|a| a.i)
         };
+        let ints_attr = |name: &str| {
+            n.attribute
+                .iter()
+                .find(|a| a.name.as_deref() == Some(name))
+                .map(|a| a.ints.clone())
+        };
+        // The declared dims of a node's input or output when all are fixed.
+        let fixed = |name: Option<&String>| -> Option<Vec<i64>> {
+            declared
+                .get(name?.as_str())?
+                .iter()
+                .map(|d| match d {
+                    DeclaredDim::Fixed(x) => Some(*x),
+                    _ => None,
+                })
+                .collect()
+        };
+        let give = |out: &mut BTreeMap<String, ShapeRole>, slot: usize, role: ShapeRole| {
+            if let Some(src) = n.input.get(slot).and_then(|i| origin.get(i)) {
+                out.entry(src.clone()).or_insert(role);
+            }
+        };
         let (slot, role) = match n.op_type.as_deref() {
             Some("Reshape") => (1, ShapeRole::Reshape(data())),
             Some("Expand" | "Tile") => (1, ShapeRole::Broadcast),
@@ -608,9 +644,7 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
             Some("Unsqueeze") => (1, ShapeRole::Distinct),
             Some(op) if op.starts_with("Reduce") => (1, ShapeRole::Distinct),
             Some("Slice") => {
-                if let Some(src) = n.input.get(3).and_then(|i| origin.get(i)) {
-                    out.entry(src.clone()).or_insert(ShapeRole::Distinct);
-                }
+                give(&mut out, 3, ShapeRole::Distinct);
                 (4, ShapeRole::Ones)
             }
             Some("Split") => {
@@ -629,18 +663,182 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
             Some("OneHot") => (1, ShapeRole::Positive),
             Some("CumSum" | "CumProd") => (1, ShapeRole::Distinct),
             Some("Resize") => {
-                if let Some(src) = n.input.get(3).and_then(|i| origin.get(i)) {
-                    out.entry(src.clone()).or_insert(ShapeRole::Sizes);
-                }
+                give(&mut out, 3, ShapeRole::Sizes);
                 (2, ShapeRole::Scales)
+            }
+            Some("NonMaxSuppression") => (3, ShapeRole::Values(vec![0.5])),
+            Some("AffineGrid") => {
+                let batch = data().and_then(|d| d.first().cloned());
+                (
+                    1,
+                    ShapeRole::AffineSize(batch.unwrap_or(DeclaredDim::Unknown)),
+                )
+            }
+            Some("SplitToSequence") => {
+                let axis = int_attr("axis").unwrap_or(0);
+                let dim = data().and_then(|d| {
+                    let a = if axis < 0 {
+                        axis + d.len() as i64
+                    } else {
+                        axis
+                    };
+                    usize::try_from(a).ok().and_then(|a| d.get(a).cloned())
+                });
+                (1, ShapeRole::Split(dim))
+            }
+            Some("Col2Im") => {
+                let Some((image, block)) = fixed(n.input.first()).and_then(|input| {
+                    col2im_shapes(
+                        &input,
+                        fixed(n.output.first()).as_deref(),
+                        ints_attr("strides"),
+                        ints_attr("pads"),
+                        ints_attr("dilations"),
+                    )
+                }) else {
+                    continue;
+                };
+                give(&mut out, 2, ShapeRole::Values(block));
+                (1, ShapeRole::Values(image))
+            }
+            Some("STFT") => {
+                let Some(signal) = fixed(n.input.first()).filter(|d| d.len() == 3) else {
+                    continue;
+                };
+                let window = fixed(n.input.get(2).filter(|w| !w.is_empty()));
+                let length = match window.as_deref() {
+                    Some([w]) => *w,
+                    _ => signal[1].min(16),
+                };
+                if length < 1 || length > signal[1] {
+                    continue;
+                }
+                give(&mut out, 3, ShapeRole::Values(vec![length as f64]));
+                (1, ShapeRole::Values(vec![(length / 2).max(1) as f64]))
+            }
+            Some("DFT") => {
+                // The axis input (opset 20 on): the first axis but the last with 2 or more.
+                let Some(d) = fixed(n.input.first()) else {
+                    continue;
+                };
+                let Some(axis) = (0..d.len().saturating_sub(1)).find(|&a| d[a] >= 2) else {
+                    continue;
+                };
+                (2, ShapeRole::Values(vec![axis as f64]))
+            }
+            Some("MelWeightMatrix") => {
+                // Bins and DFT length from the declared output [dft/2 + 1, bins].
+                let (bins, dft) = match fixed(n.output.first()).as_deref() {
+                    Some([half, bins]) if *half >= 2 && *bins >= 1 => (*bins, 2 * (half - 1)),
+                    _ => (8, 16),
+                };
+                for (slot, v) in [(1, dft as f64), (2, 8192.0), (3, 0.0), (4, 4096.0)] {
+                    give(&mut out, slot, ShapeRole::Values(vec![v]));
+                }
+                (0, ShapeRole::Values(vec![bins as f64]))
+            }
+            Some("ImageDecoder") => {
+                let hw = fixed(n.output.first()).and_then(|d| match d.as_slice() {
+                    [h, w, _] if *h >= 1 && *w >= 1 => Some((*h, *w)),
+                    _ => None,
+                });
+                (0, ShapeRole::Image(hw))
             }
             _ => continue,
         };
-        if let Some(src) = n.input.get(slot).and_then(|i| origin.get(i)) {
-            out.entry(src.clone()).or_insert(role);
-        }
+        give(&mut out, slot, role);
     }
     out
+}
+
+/// Col2Im's image and block shapes for an input of fixed dims `[N, C * prod(block), L]`: the
+/// declared output's spatial dims as the image where fixed (the block searched so that the
+/// blocks number L), else a block of ones and an image of L blocks along the first axis.
+fn col2im_shapes(
+    input: &[i64],
+    output: Option<&[i64]>,
+    strides: Option<Vec<i64>>,
+    pads: Option<Vec<i64>>,
+    dilations: Option<Vec<i64>>,
+) -> Option<(Vec<f64>, Vec<f64>)> {
+    let [_, ck, l] = *input else {
+        return None;
+    };
+    let r = output.map_or(2, |o| o.len().saturating_sub(2)).max(1);
+    let at = |v: &Option<Vec<i64>>, i: usize, d: i64| {
+        v.as_ref().and_then(|v| v.get(i).copied()).unwrap_or(d)
+    };
+    let s: Vec<i64> = (0..r).map(|i| at(&strides, i, 1).max(1)).collect();
+    let p: Vec<i64> = (0..r)
+        .map(|i| at(&pads, i, 0) + at(&pads, i + r, 0))
+        .collect();
+    let dl: Vec<i64> = (0..r).map(|i| at(&dilations, i, 1).max(1)).collect();
+    let blocks =
+        |img: i64, k: i64, i: usize| (img + p[i] - dl[i] * (k - 1) - 1).div_euclid(s[i]) + 1;
+    let floats = |v: &[i64]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+    if let Some(image) = output.map(|o| &o[2..]).filter(|o| o.len() == r) {
+        // Every block of at most 64 cells over the image.
+        let mut k = vec![1i64; r];
+        for _ in 0..4096 {
+            let n: Option<i64> = (0..r)
+                .map(|i| Some(blocks(image[i], k[i], i)).filter(|&b| b >= 1))
+                .product();
+            let cells: i64 = k.iter().product();
+            if n == Some(l) && cells > 0 && ck % cells == 0 {
+                return Some((floats(image), floats(&k)));
+            }
+            // The next block, in odometer order.
+            let mut i = 0;
+            loop {
+                if i == r {
+                    return None;
+                }
+                k[i] += 1;
+                if k[i] <= 8 {
+                    break;
+                }
+                k[i] = 1;
+                i += 1;
+            }
+        }
+        return None;
+    }
+    // A block of ones: L blocks along the first axis, one along the others.
+    let image: Vec<i64> = (0..r)
+        .map(|i| match i {
+            0 => (l - 1) * s[0] + 1 - p[0],
+            _ => 1 - p[i],
+        })
+        .collect();
+    (image.iter().all(|&x| x >= 1) && l >= 1).then(|| (floats(&image), vec![1.0; r]))
+}
+
+/// A binary PNM image of exactly `len` bytes, its pixels taken from `pixels` (cycled): `h` by
+/// `w` in colour when that fits (a header comment pads it to the length), else one grey row.
+fn pnm_image(len: usize, hw: Option<(i64, i64)>, pixels: &[u8]) -> Option<Vec<u8>> {
+    let pixel = |i: usize| pixels.get(i % pixels.len().max(1)).copied().unwrap_or(0);
+    let with = |header: String, n: usize| {
+        let mut out = header.into_bytes();
+        out.extend((0..n).map(pixel));
+        out
+    };
+    if let Some((h, w)) = hw {
+        let n = (h * w * 3) as usize;
+        let base = format!("P6\n{w} {h}\n255\n");
+        match len.checked_sub(base.len() + n) {
+            Some(0) => return Some(with(base, n)),
+            Some(pad) if pad >= 2 => {
+                let header = format!("P6\n#{}\n{w} {h}\n255\n", " ".repeat(pad - 2));
+                return Some(with(header, n));
+            }
+            _ => {}
+        }
+    }
+    // One grey row of w pixels: "P5\nW 1\n255\n" then W bytes.
+    (1..len).find_map(|w| {
+        let header = format!("P5\n{w} 1\n255\n");
+        (header.len() + w == len).then(|| with(header, w))
+    })
 }
 
 /// A value for an input [`shape_roles`] names, of the drawn value's shape: a Reshape's target
@@ -659,6 +857,16 @@ pub(crate) fn shape_safe(
     let Some(role) = roles.get(name) else {
         return v;
     };
+    match (role, &v) {
+        (ShapeRole::Image(hw), Value::Tensor(Tensor::U8(a))) if a.ndim() == 1 => {
+            let drawn: Vec<u8> = a.iter().copied().collect();
+            return pnm_image(drawn.len(), *hw, &drawn)
+                .and_then(|bytes| Tensor::from_vec(&[bytes.len()], bytes).ok())
+                .map_or(v, Value::Tensor);
+        }
+        (ShapeRole::Image(_), _) => return v,
+        _ => {}
+    }
     let (drawn, shape): (Vec<i64>, Vec<usize>) = match &v {
         Value::Tensor(Tensor::I64(a)) if a.ndim() <= 1 => {
             (a.iter().copied().collect(), a.shape().to_vec())
@@ -680,7 +888,37 @@ pub(crate) fn shape_safe(
         DeclaredDim::Named(p) => Some(dims.get(p).copied().unwrap_or(1)),
         DeclaredDim::Unknown => None,
     };
+    let values: Vec<f64> = match role {
+        ShapeRole::Values(given) => (0..k)
+            .map(|i| given.get(i).or(given.last()).copied().unwrap_or(1.0))
+            .collect(),
+        ShapeRole::AffineSize(batch) => (0..k)
+            .map(|i| match i {
+                0 => dim(batch).unwrap_or(1) as f64,
+                1 => 1.0,
+                i => i as f64,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if !values.is_empty() {
+        let made = match &v {
+            Value::Tensor(Tensor::I64(_)) => {
+                Tensor::from_vec(&shape, values.iter().map(|&x| x as i64).collect())
+            }
+            Value::Tensor(Tensor::I32(_)) => {
+                Tensor::from_vec(&shape, values.iter().map(|&x| x as i32).collect())
+            }
+            Value::Tensor(Tensor::F32(_)) => {
+                Tensor::from_vec(&shape, values.iter().map(|&x| x as f32).collect())
+            }
+            Value::Tensor(Tensor::F64(_)) => Tensor::from_vec(&shape, values),
+            _ => return v,
+        };
+        return made.map(Value::Tensor).unwrap_or(v);
+    }
     let values: Vec<i64> = match role {
+        ShapeRole::Values(_) | ShapeRole::AffineSize(_) | ShapeRole::Image(_) => return v,
         ShapeRole::Distinct => (0..k as i64).collect(),
         ShapeRole::Ones => vec![1; k],
         ShapeRole::Positive => vec![3; k],
@@ -803,6 +1041,10 @@ pub(crate) fn index_bounds(model: &ModelProto) -> BTreeMap<String, i64> {
                     .and_then(|a| a.i)
                     .unwrap_or(0);
                 bound(&n.input[1], &n.input[0], axis);
+            }
+            // RoiAlign's batch_indices index X's batch.
+            ("" | "ai.onnx", Some("RoiAlign")) if n.input.len() >= 3 => {
+                bound(&n.input[2], &n.input[0], 0);
             }
             ("com.microsoft", Some("EmbedLayerNormalization")) if n.input.len() >= 5 => {
                 bound(&n.input[0], &n.input[2], 0);

@@ -765,6 +765,61 @@ mod tests {
         assert_eq!(m.map(|m| m.output), Some("r".to_string()));
     }
 
+    /// Inputs whose values an op constrains beyond their type (NonMaxSuppression's IoU
+    /// threshold, RoiAlign's batch indices, AffineGrid's size, SplitToSequence's split,
+    /// Col2Im's image and block shapes, STFT's frame step and length, DFT's axis,
+    /// MelWeightMatrix's parameters, ImageDecoder's encoded stream) get values the original
+    /// runs on: the check runs its random trials on each of these models (the ONNX backend
+    /// tests' shapes) instead of being skipped.
+    #[test]
+    fn constrained_op_inputs_take_values_the_original_runs_on() {
+        let models = [
+            "(float[1, 6, 4] boxes, float[1, 1, 6] scores, int64[1] max, float[1] iou, float[1] thr) => (int64[N, 3] y) {\n  y = NonMaxSuppression (boxes, scores, max, iou, thr)\n}",
+            "(float[1, 1, 10, 10] x, float[3, 4] rois, int64[3] b) => (float[3, 1, 5, 5] y) {\n  y = RoiAlign <output_height = 5, output_width = 5> (x, rois, b)\n}",
+            "(float[2, 3, 4] theta, int64[5] size) => (float[2, 4, 5, 6, 3] y) {\n  y = AffineGrid (theta, size)\n}",
+            "(float[3, 6] x, int64[2] split) => (seq(float) y) {\n  y = SplitToSequence (x, split)\n}",
+            "(float[3, 6] x, int64 split) => (seq(float) y) {\n  y = SplitToSequence <axis = 1> (x, split)\n}",
+            "(float[1, 9, 4] x, int64[2] image, int64[2] block) => (float[1, 1, 5, 5] y) {\n  y = Col2Im <strides = [2, 2]> (x, image, block)\n}",
+            "(float[1, 5, 15] x, int64[2] image, int64[2] block) => (float[1, 1, 5, 5] y) {\n  y = Col2Im <pads = [0, 1, 0, 1]> (x, image, block)\n}",
+            "(float[1, 4, 5] x, int64[2] image, int64[2] block) => (float[A, B, C, D] y) {\n  y = Col2Im (x, image, block)\n}",
+            "(float[1, 128, 1] x, int64 step, int64 len) => (float[1, 15, 9, 2] y) {\n  y = STFT (x, step, , len)\n}",
+            "(float[1, 6, 10, 2] x, int64 axis) => (float[1, 10, 10, 1] y) {\n  y = DFT <inverse = 1, onesided = 1> (x, , axis)\n}",
+            "(int32 bins, int32 dft, int32 rate, float lo, float hi) => (float[9, 8] y) {\n  y = MelWeightMatrix (bins, dft, rate, lo, hi)\n}",
+            "(uint8[3085] data) => (uint8[32, 32, 3] y) {\n  y = ImageDecoder (data)\n}",
+            "(uint8[312] data) => (uint8[32, 32, 3] y) {\n  y = ImageDecoder <pixel_format = \"Grayscale\"> (data)\n}",
+        ];
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        for body in models {
+            let text = format!("<ir_version: 9, opset_import: [\"\" : 20]>\ng {body}");
+            let a = onnx_text::parse_model(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
+            assert_eq!(m, None, "{body}");
+            assert_eq!(
+                (c.random, c.skipped.as_deref(), c.random_skipped.as_deref()),
+                (3, None, None),
+                "{body}"
+            );
+        }
+        // The image stream is a PNM of the declared output's size, padded to the length.
+        let a = onnx_text::parse_model(&format!(
+            "<ir_version: 9, opset_import: [\"\" : 20]>\ng {}",
+            models[12]
+        ))
+        .unwrap();
+        let roles = inputs::shape_roles(&a);
+        let drawn = Value::Tensor(Tensor::from_vec(&[312], vec![7u8; 312]).unwrap());
+        match inputs::shape_safe("data", drawn, &roles, &dims) {
+            // 32 x 32 in colour does not fit in 312 bytes: one grey row.
+            Value::Tensor(Tensor::U8(v)) => {
+                let bytes: Vec<u8> = v.iter().copied().collect();
+                assert_eq!(bytes.len(), 312);
+                assert!(bytes.starts_with(b"P5\n299 1\n255\n"), "{:?}", &bytes[..16]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// A node without a kernel inside an If branch or a Loop body is stood in for in both
     /// models (`stand_in.rs`): the check runs, a change before the node (in what it reads) or
     /// after it shows in the outputs, and equal models agree.
