@@ -10,6 +10,8 @@ and, with the TorchScript exporter's `export_modules_as_functions` (model-local 
                                          LayerNorm, GELU, residual) and a softmax head
   tests/models/torch/attn_functions_opset18.onnx     two calls of one self-attention function
                                          (view shapes from x.size(); batch and sequence dynamic)
+  tests/models/torch/eps_functions_opset17.onnx      three calls of one function whose LayerNorm
+                                         epsilon is an attribute reference (two values)
 
 The weights are PyTorch's default initialisation under fixed seeds (plus random BatchNorm
 statistics), so two runs with the same versions give the same weights. The ONNX bytes may still
@@ -410,6 +412,51 @@ def export_attention_functions(out_dir):
           f"({', '.join(f'{f.name}: {len(f.node)} nodes' for f in loaded.functions)})")
 
 
+class EpsBlock(nn.Module):
+    """Linear, LayerNorm with its own epsilon, GELU scaled by 1.0, residual: instances with
+    different epsilons make the exporter pass the epsilon as an attribute of the function."""
+
+    def __init__(self, eps, hidden=16):
+        super().__init__()
+        self.lin = nn.Linear(hidden, hidden)
+        self.norm = nn.LayerNorm(hidden, eps=eps)
+
+    def forward(self, x):
+        return x + F.gelu(self.lin(self.norm(x))) * 1.0
+
+
+class EpsBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([EpsBlock(1e-5), EpsBlock(1e-5), EpsBlock(1e-6)])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def export_eps_functions(out_dir):
+    """The TorchScript exporter with each EpsBlock as a model-local function whose body reads
+    the LayerNorm epsilon from an attribute reference (two calls with one value, one with
+    another)."""
+    torch.manual_seed(5)
+    model = EpsBlocks().eval()
+    x = torch.randn(2, 4, 16)
+    path = os.path.join(out_dir, "eps_functions_opset17.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False,
+                          export_modules_as_functions={EpsBlock},
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    loaded = onnx.load(path)
+    onnx.checker.check_model(loaded, full_check=True)
+    print(f"eps_functions: {path} ({os.path.getsize(path)} bytes), "
+          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions "
+          f"({', '.join(f'{f.name}: {len(f.node)} nodes, attributes {list(f.attribute)}' for f in loaded.functions)})")
+
+
 def main():
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo_root, "tests", "models", "torch")
@@ -420,6 +467,7 @@ def main():
         export(name, out_dir)
     export_functions(out_dir)
     export_attention_functions(out_dir)
+    export_eps_functions(out_dir)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use onnx_ir::{Function, Graph, Model, Node, OpsetImport, ValueId};
+use onnx_ir::{Function, Graph, Model, Node, NodeId, OpsetImport, ValueId};
 use onnx_proto::{
     FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TypeProto, ValueInfoProto,
 };
@@ -553,6 +553,89 @@ fn inline_candidates(model: &Model) -> BTreeSet<FnKey> {
         .collect()
 }
 
+/// Functions with attribute references bound by their calls ([`bind_refs`]): the model, and
+/// per function (by its key) the keys of its bound copies and the calls retargeted to them.
+type Bound = (Model, BTreeMap<FnKey, (Vec<FnKey>, Vec<NodeId>)>);
+
+/// The model with the attribute references (`@alpha`) of each function bound as its calls
+/// bind them (see [`super::inline::body_bound_by`]), where every call of it is a node of the
+/// main graph: the calls that bind them alike share one copy, the first such group the
+/// function itself and each other a copy named `NAME__bound_K` that its calls now call. Each
+/// copy keeps the function's attribute declarations, so its calls stay valid, and for them it
+/// computes what the function did. `None` when no function has references to bind.
+fn bind_refs(model: &Model) -> Result<Option<Bound>, FunctionError> {
+    let funcs: BTreeMap<FnKey, &Function> =
+        model.functions.iter().map(|f| (key_of_fn(f), f)).collect();
+    // Calls inside subgraphs or bodies: their functions are left alone.
+    let mut elsewhere = BTreeSet::new();
+    for f in funcs.values() {
+        for (_, n) in f.body.nodes_in_order() {
+            calls_in(n, &funcs, &mut elsewhere);
+        }
+    }
+    for (_, n) in model.graph.nodes_in_order() {
+        for sub in n.subgraphs() {
+            for (_, m) in sub.nodes_in_order() {
+                calls_in(m, &funcs, &mut elsewhere);
+            }
+        }
+    }
+    // Per function, its calls grouped by the body they bind.
+    let mut groups: BTreeMap<FnKey, Vec<(Graph, Vec<NodeId>)>> = BTreeMap::new();
+    for (id, n) in model.graph.nodes_in_order() {
+        let key = key_of_node(n);
+        let Some(f) = funcs.get(&key) else {
+            continue;
+        };
+        if elsewhere.contains(&key) || !has_attr_ref(&f.body) {
+            continue;
+        }
+        let body = super::inline::body_bound_by(n, f)?;
+        let g = groups.entry(key).or_default();
+        match g.iter_mut().find(|(b, _)| *b == body) {
+            Some((_, calls)) => calls.push(id),
+            None => g.push((body, vec![id])),
+        }
+    }
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    let mut out = model.clone();
+    let mut taken: BTreeSet<FnKey> = funcs.keys().cloned().collect();
+    let mut bound = BTreeMap::new();
+    for (key, group) in groups {
+        let Some(at) = out.functions.iter().position(|f| key_of_fn(f) == key) else {
+            continue;
+        };
+        let original = out.functions[at].clone();
+        let mut copies = Vec::new();
+        let mut retargeted = Vec::new();
+        for (k, (body, calls)) in group.into_iter().enumerate() {
+            if k == 0 {
+                out.functions[at].body = body;
+                continue;
+            }
+            let mut copy = original.clone();
+            copy.body = body;
+            let name = (1..)
+                .map(|i| format!("{}__bound_{}", key.1, k + i - 1))
+                .find(|n| !taken.contains(&(key.0.clone(), n.clone(), key.2.clone())))
+                .unwrap_or_default();
+            copy.name = Some(name.as_str().into());
+            let copy_key = key_of_fn(&copy);
+            taken.insert(copy_key.clone());
+            for &id in &calls {
+                out.graph.node_mut(id).op_type = name.as_str().into();
+            }
+            retargeted.extend(calls);
+            copies.push(copy_key);
+            out.functions.push(copy);
+        }
+        bound.insert(key, (copies, retargeted));
+    }
+    Ok(Some((out, bound)))
+}
+
 /// Nodes a body has once written as a function (its initializers become Constant nodes).
 fn body_size(m: &Model) -> usize {
     m.graph.nodes_in_order().count() + m.graph.initializers.len()
@@ -562,9 +645,11 @@ fn body_size(m: &Model) -> usize {
 /// ([`inline_candidates`]) are inlined (their nodes then optimize with the graph around them);
 /// every other body called from the main graph is optimized as a graph of its own, typed by
 /// its calls, by the pipeline's phases (not its lowering), and kept when that leaves it fewer
-/// nodes. A body that cannot be typed or optimized (attribute references, calls inside
-/// subgraphs or other bodies, calls that disagree on element types or ranks), or that the
-/// inliner refuses, stays as it is. The check runs on the whole model as always: the
+/// nodes. A body with attribute references (`@alpha`) whose calls all bind them alike is
+/// optimized with those values bound ([`bind_refs`]), and stays as it was unless that
+/// rewrote it. A body that cannot be typed or optimized (references its calls bind apart,
+/// calls inside subgraphs or other bodies, calls that disagree on element types or ranks), or
+/// that the inliner refuses, stays as it is. The check runs on the whole model as always: the
 /// interpreter runs the calls through the new bodies.
 pub(crate) struct OptimizeFunctions;
 
@@ -604,6 +689,9 @@ impl super::Pass for OptimizeFunctions {
         if model.functions.is_empty() {
             return Ok(changes);
         }
+        // Bodies with attribute references are optimized with them bound, a copy per binding
+        // their calls give (kept only where that optimizes some copy).
+        let bound = bind_refs(model).map_err(|e| e.into_error(cx.origin))?;
         let phases = super::saturate::not_lowering(cx.phases);
         let mut rewrite = |_: &str, unit: &Model| -> Result<Option<Model>, FunctionError> {
             let before = body_size(unit);
@@ -612,9 +700,45 @@ impl super::Pass for OptimizeFunctions {
                 _ => None,
             })
         };
-        if let Some((out, done)) = bodies_in_place(model, Mode::Lenient, &|_| true, &mut rewrite)
+        let unit = bound.as_ref().map_or(&*model, |(m, _)| m);
+        if let Some((mut out, done)) = bodies_in_place(unit, Mode::Lenient, &|_| true, &mut rewrite)
             .map_err(|e| e.into_error(cx.origin))?
         {
+            // A function none of whose bound copies the pipeline rewrote goes back to its
+            // references, its copies and retargeted calls undone.
+            if let Some((m, families)) = &bound {
+                let body_of = |model: &Model, k: &FnKey| {
+                    model
+                        .functions
+                        .iter()
+                        .find(|f| key_of_fn(f) == *k)
+                        .map(|f| f.body.clone())
+                };
+                let mut rewritten = 0;
+                for (key, (copies, calls)) in families {
+                    let members = std::iter::once(key).chain(copies);
+                    let changed = members
+                        .filter(|k| body_of(&out, k) != body_of(m, k))
+                        .count();
+                    if changed > 0 {
+                        rewritten += 1;
+                        continue;
+                    }
+                    out.functions.retain(|f| !copies.contains(&key_of_fn(f)));
+                    if let (Some(f), Some(orig)) = (
+                        out.functions.iter_mut().find(|f| key_of_fn(f) == *key),
+                        model.functions.iter().find(|f| key_of_fn(f) == *key),
+                    ) {
+                        *f = orig.clone();
+                    }
+                    for &id in calls {
+                        out.graph.node_mut(id).op_type = key.1.as_str().into();
+                    }
+                }
+                if rewritten > 0 {
+                    changes.insert("functions_bound", rewritten);
+                }
+            }
             if done.functions > 0 {
                 *model = out;
                 changes.insert("functions_optimized", done.functions);

@@ -552,6 +552,27 @@ impl<'a> Inliner<'a> {
     }
 }
 
+/// A function's body with every attribute reference (`@alpha`, subgraphs too) bound as `call`
+/// binds it: the caller's attribute, else the function's default, else absent.
+pub(crate) fn body_bound_by(call: &Node, f: &Function) -> Result<Graph, FunctionError> {
+    fn bind(g: &mut Graph, call: &Node, f: &Function) -> Result<(), FunctionError> {
+        let ids: Vec<_> = g.nodes_in_order().map(|(id, _)| id).collect();
+        for id in ids {
+            let node = g.node_mut(id);
+            node.attributes = resolve_refs(std::mem::take(&mut node.attributes), call, f)?;
+            for a in node.attributes.iter_mut() {
+                for sub in a.value.subgraphs_mut() {
+                    bind(sub, call, f)?;
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut body = f.body.clone();
+    bind(&mut body, call, f)?;
+    Ok(body)
+}
+
 /// A body node's attributes with references (`@alpha`) replaced by the caller's attribute,
 /// else the function's default; a reference to neither is dropped (the attribute is absent).
 fn resolve_refs(

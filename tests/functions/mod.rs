@@ -104,26 +104,82 @@ function (x) => (return_val)
     assert_eq!(main_ops(&out), ["Sub"]);
 }
 
-/// Bodies that cannot be typed by their calls stay as they were: one that reads a caller's
-/// attribute, one called inside a subgraph, one whose calls disagree on the element type.
+/// A body that reads its caller's attribute (`@alpha`) is optimized with the value bound: one
+/// function where every call gives the same value (the default stands in for a call that gives
+/// none), a bound copy per other value; each keeps the attribute, so the calls stay valid. A
+/// body that binding does not make smaller stays as it was.
 #[test]
-fn bodies_their_calls_do_not_type_are_kept() {
-    let with_ref = r#"<ir_version: 9, opset_import: ["this" : 1, "" : 19]>
-g (float[2,3] x) => (float[2,3] y) {
-   a = this.Scale <alpha: float = 3.0> (x)
-   y = this.Scale <alpha: float = 3.0> (a)
-}
+fn a_body_with_attribute_references_is_optimized_per_binding() {
+    let scale = |a: &str, b: &str| {
+        format!(
+            r#"<ir_version: 9, opset_import: ["this" : 1, "" : 19]>
+g (float[2,3] x) => (float[2,3] y) {{
+   a = this.Scale {a} (x)
+   y = this.Scale {b} (a)
+}}
 <domain: "this", opset_import: ["" : 19]>
-Scale <alpha> (x) => (r)
-{
+Scale <alpha: float = 3.0> (x) => (r)
+{{
    k = Constant <value_float: float = @alpha> ()
    u = Identity (x)
    r = Mul (u, k)
-}"#;
-    let out = optimize(with_ref);
-    assert_eq!(count(&out, "functions_optimized"), 0);
-    assert_eq!(body_ops(&out, "Scale"), ["Constant", "Identity", "Mul"]);
+}}"#
+        )
+    };
+    // Both give 3.0 (the second by the default): bound and optimized.
+    let out = optimize(&scale("<alpha: float = 3.0>", ""));
+    assert_eq!(count(&out, "functions_optimized"), 1);
+    assert_eq!(count(&out, "functions_bound"), 1);
+    assert_eq!(body_ops(&out, "Scale"), ["Constant", "Mul"]);
+    assert_eq!(main_ops(&out), ["Scale", "Scale"]);
+    let f = &out.model.functions[0];
+    assert_eq!(
+        f.attribute_protos.len(),
+        1,
+        "the function keeps its attribute"
+    );
+    // 3.0 and 2.0: a bound copy for the second call, both optimized.
+    let out = optimize(&scale("<alpha: float = 3.0>", "<alpha: float = 2.0>"));
+    assert_eq!(count(&out, "functions_optimized"), 2);
+    assert_eq!(count(&out, "functions_bound"), 1);
+    assert_eq!(main_ops(&out), ["Scale", "Scale__bound_1"]);
+    for name in ["Scale", "Scale__bound_1"] {
+        assert_eq!(body_ops(&out, name), ["Constant", "Mul"]);
+    }
+    // A body binding leaves as large stays with its reference, and its calls call it.
+    let plain = |a: &str, b: &str| {
+        format!(
+            r#"<ir_version: 9, opset_import: ["this" : 1, "" : 19]>
+g (float[2,3] x) => (float[2,3] y) {{
+   a = this.Scale {a} (x)
+   y = this.Scale {b} (a)
+}}
+<domain: "this", opset_import: ["" : 19]>
+Scale <alpha: float = 3.0> (x) => (r)
+{{
+   k = Constant <value_float: float = @alpha> ()
+   s = Sin (x)
+   r = Mul (s, k)
+}}"#
+        )
+    };
+    let out = optimize(&plain("<alpha: float = 3.0>", "<alpha: float = 2.0>"));
+    assert_eq!(count(&out, "functions_bound"), 0);
+    assert_eq!(main_ops(&out), ["Scale", "Scale"]);
+    assert_eq!(out.model.functions.len(), 1);
+    let k = out.model.functions[0]
+        .body
+        .nodes_in_order()
+        .next()
+        .unwrap()
+        .1;
+    assert!(k.attributes[0].ref_attr_name().is_some(), "{k:?}");
+}
 
+/// Bodies that cannot be typed by their calls stay as they were: one called inside a
+/// subgraph, one whose calls disagree on the element type.
+#[test]
+fn bodies_their_calls_do_not_type_are_kept() {
     let in_branch = r#"<ir_version: 9, opset_import: ["this" : 1, "" : 19]>
 g (float[2,3] x, bool c) => (float[2,3] y) {
    a = this.Twice (x)
@@ -203,5 +259,40 @@ fn a_torchscript_exported_function_body_loses_its_shape_arithmetic() {
     );
     for gone in ["Shape", "Gather", "Unsqueeze", "Concat", "Sqrt", "Cast"] {
         assert!(!ops.iter().any(|o| o == gone), "{gone} left: {ops:?}");
+    }
+}
+
+/// The TorchScript exporter passes a LayerNorm epsilon that differs between module instances
+/// as an attribute of the function (`tests/models/torch/eps_functions_opset17.onnx`: three
+/// calls, two epsilons): the body is optimized bound (its product by 1.0 goes), the function
+/// for the first epsilon and a copy for the other, and the check runs the calls through both.
+#[test]
+fn a_torchscript_function_reading_its_epsilon_attribute_is_optimized_per_epsilon() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/models/torch/eps_functions_opset17.onnx");
+    let model = onnx_opt::load(&path).unwrap();
+    let body = &model.functions[0].body;
+    let before = body.nodes_in_order().count();
+    let muls = |ops: &[String]| ops.iter().filter(|o| *o == "Mul").count();
+    let muls_before = muls(
+        &body
+            .nodes_in_order()
+            .map(|(_, n)| n.op_type.to_string())
+            .collect::<Vec<_>>(),
+    );
+    let out = Optimizer::new().check(5).optimize(&model).unwrap();
+    assert!(out.report.check_trials > 0);
+    assert_eq!(out.report.check_skipped, None);
+    onnx_ir::check_model(&out.model).expect("the output passes the checker");
+    assert_eq!(count(&out, "functions_bound"), 1);
+    assert_eq!(
+        main_ops(&out),
+        ["EpsBlock", "EpsBlock", "EpsBlock__bound_1"]
+    );
+    for name in ["EpsBlock", "EpsBlock__bound_1"] {
+        let ops = body_ops(&out, name);
+        assert!(ops.len() < before, "{name}: {before} nodes before: {ops:?}");
+        // The GELU's product by 1.0 is gone.
+        assert_eq!(muls(&ops), muls_before - 1, "{name}: {ops:?}");
     }
 }
