@@ -36,6 +36,9 @@ pub fn random_inputs(
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut out = Vec::new();
+    // Every sequence of one input set has the length the first one draws (ops over several
+    // sequences, such as SequenceMap, need them alike).
+    let mut seq_len = None;
     for vi in &graph.input {
         let name = vi.name.clone().unwrap_or_default();
         if initializers.contains(name.as_str()) {
@@ -45,20 +48,30 @@ pub fn random_inputs(
             input: name.clone(),
             reason: reason.to_string(),
         };
-        let v = random_value(&mut rng, vi.r#type.as_ref(), dims, &name, &err)?;
+        let v = random_value(
+            &mut rng,
+            vi.r#type.as_ref(),
+            dims,
+            &name,
+            &err,
+            &mut seq_len,
+        )?;
         out.push((name, v));
     }
     Ok(out)
 }
 
 /// A random value of a declared type: a tensor; a sequence of one to three tensors (of the
-/// same shape, so a concatenation or stack of them works); an optional, present or empty.
+/// same shape, so a concatenation or stack of them works; `[2]` where the elements' rank is
+/// not declared; as long as the set's other sequences, `seq_len`); an optional, present or
+/// empty.
 fn random_value(
     rng: &mut ChaCha8Rng,
     ty: Option<&onnx_proto::TypeProto>,
     dims: &BTreeMap<String, i64>,
     name: &str,
     err: &dyn Fn(&str) -> RefError,
+    seq_len: &mut Option<usize>,
 ) -> Result<Value> {
     match ty.and_then(|t| t.value.as_ref()) {
         Some(type_proto::Value::TensorType(tt)) => {
@@ -90,9 +103,27 @@ fn random_value(
                 Some(type_proto::Value::TensorType(tt)) => tt.elem_type.and_then(DType::from_code),
                 _ => None,
             };
-            let n = rng.random_range(1..=3usize);
+            let n = *seq_len.get_or_insert_with(|| rng.random_range(1..=3usize));
+            // Elements of undeclared rank: vectors of two.
+            let shaped = match elem.and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(tt)) if tt.shape.is_none() => {
+                    let mut tt = tt.clone();
+                    tt.shape = Some(onnx_proto::TensorShapeProto {
+                        dim: vec![onnx_proto::tensor_shape_proto::Dimension {
+                            value: Some(dimension::Value::DimValue(2)),
+                            ..Default::default()
+                        }],
+                    });
+                    Some(onnx_proto::TypeProto {
+                        value: Some(type_proto::Value::TensorType(tt)),
+                        ..Default::default()
+                    })
+                }
+                _ => None,
+            };
+            let elem = shaped.as_ref().or(elem);
             let items = (0..n)
-                .map(|_| random_value(rng, elem, dims, name, err))
+                .map(|_| random_value(rng, elem, dims, name, err, seq_len))
                 .collect::<Result<Vec<_>>>()?;
             Ok(Value::Sequence(crate::value::Sequence {
                 elem_dtype,
@@ -101,7 +132,7 @@ fn random_value(
         }
         Some(type_proto::Value::OptionalType(ot)) => {
             if rng.random_bool(0.5) {
-                let v = random_value(rng, ot.elem_type.as_deref(), dims, name, err)?;
+                let v = random_value(rng, ot.elem_type.as_deref(), dims, name, err, seq_len)?;
                 Ok(Value::Optional(Some(Box::new(v))))
             } else {
                 Ok(Value::Optional(None))

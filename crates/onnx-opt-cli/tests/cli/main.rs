@@ -259,18 +259,52 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     assert!(!out.status.success() || err.is_empty(), "{err}");
 }
 
-/// A model whose original fails on random inputs (NonMaxSuppression's iou_threshold is an input,
-/// and random floats fall outside [0, 1])
-/// converts with a warning that the check could not run (the table says why), is refused with
-/// `--require-check`, converts checked with `--check-data` (the backend test's own data proves
-/// it, and the table says the random trials could not run), and a missing data directory is an
+/// A model whose original fails on random inputs (a Reshape target `|s| - 3` read through ops
+/// the check's shape roles do not follow: random `s` in {0, 1} gives negative dims) converts with a
+/// warning that the check could not run (the table says why), is refused with
+/// `--require-check`, converts checked with `--check-data` (a data set it runs on proves it,
+/// and the table says the random trials could not run), and a missing data directory is an
 /// error naming it, with nothing written.
 #[test]
 fn check_data_proves_a_conversion_random_inputs_cannot() {
-    let shared = onnx_testdata::require_shared!();
     let dir = tempfile::tempdir().unwrap();
-    let case = shared.join("onnx-backend/node/test_nonmaxsuppression_suppress_by_IOU");
-    let m = case.join("model.onnx");
+    let case = dir.path().join("case");
+    let data = case.join("test_data_set_0");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        case.join("model.onnxtxt"),
+        "<ir_version: 8, opset_import: [\"\" : 13]>\ng (float[6] x, int64[2] s) => (float[A, B] y) {\n  a = Abs (s)\n  three = Constant <value = int64 {3}> ()\n  t = Sub (a, three)\n  r = Reshape (x, t)\n  y = Neg (r)\n}\n",
+    )
+    .unwrap();
+    let tensor = |name: &str, dims: Vec<i64>, f: Vec<f32>, i: Vec<i64>| onnx_proto::TensorProto {
+        name: Some(name.into()),
+        dims,
+        data_type: Some(if f.is_empty() { 7 } else { 1 }),
+        float_data: f,
+        int64_data: i,
+        ..Default::default()
+    };
+    use onnx_proto::Message;
+    let files = [
+        (
+            "input_0.pb",
+            tensor("x", vec![6], vec![1.0, -2.0, 3.0, -4.0, 5.0, -6.0], vec![]),
+        ),
+        ("input_1.pb", tensor("s", vec![2], vec![], vec![-5, 6])),
+        (
+            "output_0.pb",
+            tensor(
+                "y",
+                vec![2, 3],
+                vec![-1.0, 2.0, -3.0, 4.0, -5.0, 6.0],
+                vec![],
+            ),
+        ),
+    ];
+    for (f, t) in files {
+        std::fs::write(data.join(f), t.encode_to_vec()).unwrap();
+    }
+    let m = case.join("model.onnxtxt");
     let out = dir.path().join("out.onnx");
     let o = onnx_opt(&[
         &"convert",
