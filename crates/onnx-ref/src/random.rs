@@ -17,9 +17,10 @@ use crate::value::Value;
 
 /// Random values for every graph input of `model` that is not also an initializer, from
 /// `seed`: floats uniform in [-1, 1], integers in [-5, 5] (unsigned [0, 5]), bools fair,
-/// strings short words; sequences of one to three tensors, optionals present or empty. Symbolic
-/// dims take their value from `dims` (by `dim_param` name) or 1. Fails for inputs of unknown rank
-/// or of a map or sparse type.
+/// strings short words; sequences of one to three tensors (every sequence of the set as long as
+/// the first; elements of undeclared rank vectors of two), optionals present or empty. Symbolic
+/// dims take their value from `dims` (by `dim_param` name) or 1. Fails for tensor inputs of
+/// unknown rank or of a map or sparse type.
 pub fn random_inputs(
     model: &ModelProto,
     seed: u64,
