@@ -226,7 +226,7 @@ enum Mode {
 /// function called inside a subgraph or from another function's body (its calls there are not
 /// typed), and (for Strict) calls that disagree.
 fn unfit(model: &Model, funcs: &BTreeMap<FnKey, &Function>) -> BTreeSet<FnKey> {
-    let mut out = BTreeSet::new();
+    let mut out = called_outside_main(model, funcs);
     for (k, f) in funcs {
         if has_attr_ref(&f.body)
             || f.body
@@ -235,6 +235,14 @@ fn unfit(model: &Model, funcs: &BTreeMap<FnKey, &Function>) -> BTreeSet<FnKey> {
         {
             out.insert(k.clone());
         }
+    }
+    out
+}
+
+/// The functions called from a function's body or inside a subgraph of the main graph.
+fn called_outside_main(model: &Model, funcs: &BTreeMap<FnKey, &Function>) -> BTreeSet<FnKey> {
+    let mut out = BTreeSet::new();
+    for f in funcs.values() {
         for (_, n) in f.body.nodes_in_order() {
             calls_in(n, funcs, &mut out);
         }
@@ -567,19 +575,7 @@ fn bind_refs(model: &Model) -> Result<Option<Bound>, FunctionError> {
     let funcs: BTreeMap<FnKey, &Function> =
         model.functions.iter().map(|f| (key_of_fn(f), f)).collect();
     // Calls inside subgraphs or bodies: their functions are left alone.
-    let mut elsewhere = BTreeSet::new();
-    for f in funcs.values() {
-        for (_, n) in f.body.nodes_in_order() {
-            calls_in(n, &funcs, &mut elsewhere);
-        }
-    }
-    for (_, n) in model.graph.nodes_in_order() {
-        for sub in n.subgraphs() {
-            for (_, m) in sub.nodes_in_order() {
-                calls_in(m, &funcs, &mut elsewhere);
-            }
-        }
-    }
+    let elsewhere = called_outside_main(model, &funcs);
     // Per function, its calls grouped by the body they bind.
     let mut groups: BTreeMap<FnKey, Vec<(Graph, Vec<NodeId>)>> = BTreeMap::new();
     for (id, n) in model.graph.nodes_in_order() {

@@ -647,7 +647,7 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
                 give(&mut out, 3, ShapeRole::Distinct);
                 (4, ShapeRole::Ones)
             }
-            Some("Split") => {
+            Some("Split" | "SplitToSequence") => {
                 let axis = int_attr("axis").unwrap_or(0);
                 let dim = data().and_then(|d| {
                     let a = if axis < 0 {
@@ -673,18 +673,6 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
                     1,
                     ShapeRole::AffineSize(batch.unwrap_or(DeclaredDim::Unknown)),
                 )
-            }
-            Some("SplitToSequence") => {
-                let axis = int_attr("axis").unwrap_or(0);
-                let dim = data().and_then(|d| {
-                    let a = if axis < 0 {
-                        axis + d.len() as i64
-                    } else {
-                        axis
-                    };
-                    usize::try_from(a).ok().and_then(|a| d.get(a).cloned())
-                });
-                (1, ShapeRole::Split(dim))
             }
             Some("Col2Im") => {
                 let Some((image, block)) = fixed(n.input.first()).and_then(|input| {
