@@ -641,11 +641,11 @@ fn body_size(m: &Model) -> usize {
 /// ([`inline_candidates`]) are inlined (their nodes then optimize with the graph around them);
 /// every other body called from the main graph is optimized as a graph of its own, typed by
 /// its calls, by the pipeline's phases (not its lowering), and kept when that leaves it fewer
-/// nodes. A body with attribute references (`@alpha`) whose calls all bind them alike is
-/// optimized with those values bound ([`bind_refs`]), and stays as it was unless that
-/// rewrote it. A body that cannot be typed or optimized (references its calls bind apart,
-/// calls inside subgraphs or other bodies, calls that disagree on element types or ranks), or
-/// that the inliner refuses, stays as it is. The check runs on the whole model as always: the
+/// nodes. A body with attribute references (`@alpha`) is optimized with them bound, one copy
+/// per binding its calls give ([`bind_refs`]), and stays as it was unless that rewrote some
+/// copy. A body that cannot be typed or optimized (attribute references in a function called
+/// outside the main graph, calls inside subgraphs or other bodies, calls that disagree on
+/// element types or ranks), or that the inliner refuses, stays as it is. The check runs on the whole model as always: the
 /// interpreter runs the calls through the new bodies.
 pub(crate) struct OptimizeFunctions;
 
