@@ -394,9 +394,76 @@ fn run_loop(
     let mut outputs = state;
     for (k, part) in parts.into_iter().enumerate() {
         let declared = body.plan.output_type(1 + carried + k);
+        let inferred;
+        let declared = match declared {
+            Some(DeclaredType::Tensor { dtype: Some(_), .. }) => declared,
+            _ if part.is_empty() => {
+                inferred = inferred_scan_element(ctx, inputs, carried + k);
+                inferred.as_ref().or(declared)
+            }
+            _ => declared,
+        };
         outputs.push(Value::Tensor(stack_values(ctx, part, 0, declared)?));
     }
     Ok(outputs)
+}
+
+/// The type of one slice of a Loop's scan output `output` (a node output index) when no
+/// iteration ran and the body does not declare it: what onnx's inference gives the node's output
+/// from its inputs' types at run time (as onnxruntime types a body at load), the leading
+/// iteration axis removed. `None` when inference knows no element type for it.
+fn inferred_scan_element(
+    ctx: &KernelCtx,
+    inputs: &[Option<&Value>],
+    output: usize,
+) -> Option<DeclaredType> {
+    use onnx_schema::infer::{infer_node, tensor_type, InputInfo, SymDim};
+    let domain = onnx_schema::normalize_domain(ctx.node.domain.as_deref().unwrap_or(""));
+    let schema = onnx_schema::registry().lookup(domain, ctx.op(), ctx.opset)?;
+    let types: Vec<Option<onnx_proto::TypeProto>> = inputs
+        .iter()
+        .map(|v| match v {
+            Some(Value::Tensor(t)) => {
+                let dims: Vec<SymDim> =
+                    t.shape().iter().map(|&d| SymDim::Known(d as i64)).collect();
+                Some(tensor_type(Some(t.dtype().code()), Some(&dims)))
+            }
+            _ => None,
+        })
+        .collect();
+    let infos: Vec<Option<InputInfo<'_>>> = inputs
+        .iter()
+        .zip(&types)
+        .map(|(v, ty)| {
+            v.map(|_| InputInfo {
+                ty: ty.as_ref(),
+                ..InputInfo::default()
+            })
+        })
+        .collect();
+    let outs = infer_node(
+        schema,
+        ctx.opset,
+        &ctx.node.attribute,
+        &infos,
+        ctx.node.output.len(),
+    )
+    .ok()?;
+    let ty = outs.into_iter().nth(output)?.ty?;
+    let vi = onnx_proto::ValueInfoProto {
+        r#type: Some(ty),
+        ..Default::default()
+    };
+    match crate::plan::declared_type(&vi) {
+        DeclaredType::Tensor {
+            dtype: Some(dtype),
+            dims,
+        } => Some(DeclaredType::Tensor {
+            dtype: Some(dtype),
+            dims: dims.map(|d| d.into_iter().skip(1).collect()),
+        }),
+        _ => None,
+    }
 }
 
 impl ScanPlan {

@@ -243,6 +243,65 @@ fn empty_loops_return_initial_values_and_empty_scan_outputs() {
     }
 }
 
+/// Range as its function body writes it: a Loop whose body declares no types, its scan output
+/// a copy of the carried value (ONNX's `Range` expansion).
+fn untyped_range_loop(trips: i64, start: Tensor) -> ModelProto {
+    let body = graph(
+        "body",
+        vec![
+            node("Identity", "keep", &["cond_in"], &["cond_out"]),
+            node("Add", "step", &["prev", "delta"], &["current"]),
+            node("Identity", "emit", &["prev"], &["range"]),
+        ],
+        vec![untyped("i"), untyped("cond_in"), untyped("prev")],
+        vec![untyped("cond_out"), untyped("current"), untyped("range")],
+    );
+    let main = graph(
+        "main",
+        vec![
+            constant("m", "m", Tensor::scalar(trips)),
+            constant("c", "c", Tensor::scalar(true)),
+            constant("start", "start", start),
+            with_attr(
+                node("Loop", "loop", &["m", "c", "start"], &["last", "ranges"]),
+                graph_attr("body", body),
+            ),
+        ],
+        vec![info("delta", DType::Int32, None)],
+        vec![untyped("last"), untyped("ranges")],
+    );
+    model(main, 13)
+}
+
+#[test]
+fn an_empty_loop_types_an_undeclared_scan_output_from_its_inputs() {
+    let delta = ("delta", Value::Tensor(Tensor::scalar(-2i32)));
+    let ran = ok(run(
+        &untyped_range_loop(2, Tensor::scalar(5i32)),
+        vec![delta.clone()],
+    ));
+    assert_eq!(
+        ran[1],
+        Value::Tensor(ok(Tensor::from_vec(&[2], vec![5i32, 3])))
+    );
+    // No iteration runs: the slices take the carried value's element type and shape, as
+    // inference types the body from the Loop's inputs.
+    let empty = ok(run(
+        &untyped_range_loop(0, Tensor::scalar(5i32)),
+        vec![delta.clone()],
+    ));
+    assert_eq!(
+        empty[1],
+        Value::Tensor(ok(Tensor::from_vec(&[0], Vec::<i32>::new())))
+    );
+    let start = ok(Tensor::from_vec(&[2], vec![5i32, 6]));
+    let empty = ok(run(&untyped_range_loop(0, start), vec![delta]));
+    assert_eq!(
+        empty[1],
+        Value::Tensor(ok(Tensor::from_vec(&[0, 2], Vec::<i32>::new())))
+    );
+}
+
 #[test]
 fn a_body_with_the_wrong_arity_fails_at_planning_naming_the_node() {
     let mut m = loop_with_nested_if(3, true);
