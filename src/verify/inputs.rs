@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use onnx_proto::tensor_proto::DataType;
 use onnx_proto::tensor_shape_proto::dimension;
 use onnx_proto::{type_proto, ModelProto, TensorProto};
 use onnx_ref::{RefError, Tensor, Value};
@@ -1061,4 +1062,85 @@ pub(crate) fn index_safe(name: &str, v: Value, bounds: &BTreeMap<String, i64>) -
         )),
         other => other,
     }
+}
+
+/// The dims-map key under which the dims search holds element `i` of integer input `input`,
+/// when it searches that input's values (see [`searchable_values`]).
+pub(crate) fn value_key(input: &str, i: usize) -> String {
+    format!("value {input}[{i}]")
+}
+
+/// The integer graph inputs of a static shape of 1 to [`MAX_SEARCHED_ELEMENTS`] elements that
+/// no role and no index bound gives values, with their element counts. When no dims alone let
+/// the original run, the dims search also searches these inputs' values, one element per
+/// parameter ([`value_key`]): values read as a shape through ops the roles do not follow (a
+/// Split of a size vector inside an If branch, as ONNX's AffineGrid expansion reads it) are
+/// found as dims are, from the numbers the original's failures name.
+pub(crate) fn searchable_values(
+    model: &ModelProto,
+    roles: &BTreeMap<String, ShapeRole>,
+    bounds: &BTreeMap<String, i64>,
+) -> Vec<(String, usize)> {
+    let Some(g) = model.graph.as_ref() else {
+        return Vec::new();
+    };
+    let inits: BTreeSet<&str> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    g.input
+        .iter()
+        .filter_map(|vi| {
+            let name = vi.name.as_deref()?;
+            if inits.contains(name) || roles.contains_key(name) || bounds.contains_key(name) {
+                return None;
+            }
+            let Some(type_proto::Value::TensorType(tt)) =
+                vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+            else {
+                return None;
+            };
+            let int = [DataType::Int32 as i32, DataType::Int64 as i32];
+            if !tt.elem_type.is_some_and(|e| int.contains(&e)) {
+                return None;
+            }
+            let dims = &tt.shape.as_ref()?.dim;
+            let len = match dims.as_slice() {
+                [] => 1,
+                [d] => match d.value {
+                    Some(dimension::Value::DimValue(n)) => usize::try_from(n).ok()?,
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            (1..=MAX_SEARCHED_ELEMENTS)
+                .contains(&len)
+                .then(|| (name.to_string(), len))
+        })
+        .collect()
+}
+
+/// The most elements of one input whose values the dims search may search.
+const MAX_SEARCHED_ELEMENTS: usize = 8;
+
+/// `v` with the values the dims search chose for input `name` (all of its [`value_key`]s in
+/// `dims`), else as drawn.
+pub(crate) fn searched_values(name: &str, v: Value, dims: &BTreeMap<String, i64>) -> Value {
+    let Value::Tensor(t) = &v else {
+        return v;
+    };
+    let Some(values) = (0..t.len())
+        .map(|i| dims.get(&value_key(name, i)).copied())
+        .collect::<Option<Vec<i64>>>()
+    else {
+        return v;
+    };
+    let shape = t.shape().to_vec();
+    let made = match t {
+        Tensor::I64(_) => Tensor::from_vec(&shape, values),
+        Tensor::I32(_) => Tensor::from_vec(&shape, values.iter().map(|&x| x as i32).collect()),
+        _ => return v,
+    };
+    made.map(Value::Tensor).unwrap_or(v)
 }

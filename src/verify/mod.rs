@@ -3,6 +3,7 @@
 //! NaN equal to NaN, and in float16 and bfloat16 NaN equal to an infinity, both an overflow;
 //! everything else exactly).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod boundary;
@@ -284,6 +285,7 @@ pub fn compare_models_on(
             .map(|(n, v)| {
                 let v = inputs::index_safe(&n, v, &bounds);
                 let v = inputs::shape_safe(&n, v, &roles, d);
+                let v = inputs::searched_values(&n, v, d);
                 (n, v)
             })
             .collect())
@@ -294,7 +296,7 @@ pub fn compare_models_on(
         .filter(|p| !dims.contains_key(p))
         .collect();
     // The original's outputs on the dims the search ends with: the first trial's (same seed).
-    let mut first_run: Option<(BTreeMap<String, i64>, u64, Outputs)> = None;
+    let first_run: RefCell<Option<FirstRun>> = RefCell::new(None);
     let mut attempt = |d: &BTreeMap<String, i64>| -> inputs::Attempt {
         if inputs::largest_input(&gen, d) > inputs::MAX_SEARCH_ELEMENTS {
             return Err((-2, "an input would be too large".into()));
@@ -313,7 +315,7 @@ pub fn compare_models_on(
                     return match inputs::output_dims_broken(original, d, &outputs) {
                         Some(why) => Err((order.len() as i64, why)),
                         None => {
-                            first_run = Some((d.clone(), seed, outputs));
+                            *first_run.borrow_mut() = Some((d.clone(), seed, outputs));
                             Ok(())
                         }
                     }
@@ -338,12 +340,33 @@ pub fn compare_models_on(
     // then the dims the search finds from every param at 1, which the spec allows as much: the
     // trials alternate between the two (ARCHITECTURE.md, "The check").
     let realistic = inputs::realistic_dims(dims, &params).filter(|r| attempt(r).is_ok());
-    let (searched, failure) = inputs::search_dims(
-        dims.clone(),
-        &params,
-        &inputs::candidates(&a_cut.model),
-        &mut attempt,
-    );
+    let candidates = inputs::candidates(&a_cut.model);
+    let (mut searched, mut failure) =
+        inputs::search_dims(dims.clone(), &params, &candidates, &mut attempt);
+    // Where no dims let the original run on drawn values, the values of its small integer
+    // inputs are searched too (from `start`'s dims).
+    let values = inputs::searchable_values(&gen, &roles, &bounds);
+    let keys: Vec<String> = values
+        .iter()
+        .flat_map(|(n, len)| (0..*len).map(|i| inputs::value_key(n, i)))
+        .collect();
+    let mut search_values = |start: &BTreeMap<String, i64>| -> Option<BTreeMap<String, i64>> {
+        if keys.is_empty() || keys.iter().any(|k| start.contains_key(k)) {
+            return None;
+        }
+        let mut from = start.clone();
+        from.extend(keys.iter().map(|k| (k.clone(), 1)));
+        let all: Vec<String> = params.iter().chain(&keys).cloned().collect();
+        match inputs::search_dims(from, &all, &candidates, &mut attempt) {
+            (found, None) => Some(found),
+            _ => None,
+        }
+    };
+    if failure.is_some() && realistic.is_none() {
+        if let Some(found) = search_values(&searched) {
+            (searched, failure) = (found, None);
+        }
+    }
     let found = match (failure, &realistic) {
         (None, _) => searched,
         (Some(_), Some(r)) => r.clone(),
@@ -369,14 +392,21 @@ pub fn compare_models_on(
             .map(|(k, v)| (k.clone(), *v))
             .collect();
     }
+    // Searched values for the trials' later draws, once a trial's first half fails.
+    let mut fallback: Option<Option<BTreeMap<String, i64>>> = None;
     'trials: for trial in 0..trials {
-        let found = match &realistic {
+        let drawn = match &realistic {
             Some(r) if trial % 2 == 0 => r,
             _ => &found,
         };
         // Values the original fails on are drawn again (the optimized model need only agree
-        // where the original runs).
+        // where the original runs); after half the draws, the searched values stand in for
+        // the small integer inputs', where a search finds some.
         for draw in 0..TRIAL_DRAWS {
+            let found = match &fallback {
+                Some(Some(f)) if draw >= TRIAL_DRAWS / 2 => f,
+                _ => drawn,
+            };
             let seed = value_seed(0x5eed + trial as u64, draw);
             let inputs = match make(seed, found) {
                 Ok(v) => v,
@@ -388,7 +418,7 @@ pub fn compare_models_on(
             let known = match first_run.take() {
                 Some((d, s, outputs)) if trial == 0 && d == *found && s == seed => Some(outputs),
                 other => {
-                    first_run = other;
+                    *first_run.borrow_mut() = other;
                     None
                 }
             };
@@ -399,6 +429,9 @@ pub fn compare_models_on(
                     continue 'trials;
                 }
                 Err(e) if e.original_failure().is_some() => {
+                    if draw + 1 == TRIAL_DRAWS / 2 && fallback.is_none() {
+                        fallback = Some(search_values(found));
+                    }
                     if draw + 1 < TRIAL_DRAWS {
                         continue;
                     }
@@ -418,6 +451,10 @@ pub fn compare_models_on(
     }
     Ok((None, checked))
 }
+
+/// The original's outputs on the dims the search ends with, and the value seed they were drawn
+/// with.
+type FirstRun = (BTreeMap<String, i64>, u64, Outputs);
 
 /// Value draws per dims the search tries, and per random trial, before the original's failure
 /// on them counts: values it fails on (an empty optional, a loop of no iterations, sequences
@@ -674,23 +711,23 @@ fn compare_tensors(x: &Tensor, y: &Tensor, tol: Tolerance) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// A model that fails on every random input (its Reshape target is computed from an input,
-    /// through an Abs that `inputs::shape_roles` does not follow, and random integers are 0 or
-    /// 1, with `allowzero`) is checked on the given sets alone: with a set,
+    /// A model that fails on every random input (its Reshape target is cast from a float input,
+    /// whose random values in [-1, 1] cast to 0 or 1, with `allowzero`; no role and no value
+    /// search gives floats) is checked on the given sets alone: with a set,
     /// the random trials stop and say why; a set where the two models differ is a mismatch on
     /// that set; with no set, the check is skipped with the reason (never an error).
     #[test]
     fn given_sets_check_where_random_inputs_fail() {
         let text = |body: &str| {
             onnx_text::parse_model(&format!(
-                "<ir_version: 7, opset_import: [\"\" : 14]>\ng (float[24] x, int64[2] s) => (float[2,12] y) {{\n  {body}\n}}"
+                "<ir_version: 7, opset_import: [\"\" : 14]>\ng (float[24] x, float[2] s) => (float[2,12] y) {{\n  {body}\n}}"
             ))
             .unwrap()
         };
-        let a = text("t = Abs (s)\n  y = Reshape <allowzero = 1> (x, t)");
-        let b = text("t = Abs (s)\n  r = Reshape <allowzero = 1> (x, t)\n  y = Relu (r)");
+        let a = text("t = Cast <to = 7> (s)\n  y = Reshape <allowzero = 1> (x, t)");
+        let b = text("t = Cast <to = 7> (s)\n  r = Reshape <allowzero = 1> (x, t)\n  y = Relu (r)");
         let x: Vec<f32> = (0..24).map(|i| i as f32).collect();
-        let shape = Value::Tensor(Tensor::from_vec(&[2], vec![2i64, 12]).unwrap());
+        let shape = Value::Tensor(Tensor::from_vec(&[2], vec![2f32, 12.0]).unwrap());
         let set = vec![
             (
                 "x".to_string(),
@@ -892,6 +929,32 @@ mod tests {
             "y = OptionalGetElement (o)",
             "t = OptionalGetElement (o)\n  y = Neg (t)",
         ));
+        let (m, _) = compare_models_on(&a, &b, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m.map(|m| m.output), Some("y".to_string()));
+    }
+
+    /// A small integer input read as a shape through ops no role follows (a Split, a Squeeze,
+    /// a Range whose length a MatMul then constrains) gets searched values: the check runs, and
+    /// a change after it is caught.
+    #[test]
+    fn values_no_role_gives_are_searched() {
+        let model = |tail: &str| {
+            let text = format!(
+                "<ir_version: 9, opset_import: [\"\" : 18]>\ng (float[7] x, int64[2] s) => (float y) {{\n  p, q = Split <num_outputs: int = 2> (s)\n  n = Squeeze (q)\n  zero = Constant <value = int64 {{0}}> ()\n  one = Constant <value = int64 {{1}}> ()\n  r = Range (zero, n, one)\n  f = Cast <to: int = 1> (r)\n  {tail}\n}}"
+            );
+            onnx_text::parse_model(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+        };
+        let dims = BTreeMap::new();
+        let tol = Tolerance::default();
+        let a = model("y = MatMul (f, x)");
+        let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_eq!(
+            (c.random, c.skipped.as_deref(), c.random_skipped.as_deref()),
+            (3, None, None)
+        );
+        assert_eq!(c.dims.get(&inputs::value_key("s", 1)), Some(&7), "{c:?}");
+        let b = model("t = MatMul (f, x)\n  y = Neg (t)");
         let (m, _) = compare_models_on(&a, &b, &[], 3, &dims, tol).unwrap();
         assert_eq!(m.map(|m| m.output), Some("y".to_string()));
     }

@@ -259,8 +259,8 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     assert!(!out.status.success() || err.is_empty(), "{err}");
 }
 
-/// A model whose original fails on random inputs (a Reshape target `|s| - 3` read through ops
-/// the check's shape roles do not follow: random `s` in {0, 1} gives negative dims) converts with a
+/// A model whose original fails on random inputs (a Reshape target `|s| - 3` cast from a float
+/// input: random `s` in [-1, 1] gives negative dims, and the check searches no float's values) converts with a
 /// warning that the check could not run (the table says why), is refused with
 /// `--require-check`, converts checked with `--check-data` (a data set it runs on proves it,
 /// and the table says the random trials could not run), and a missing data directory is an
@@ -273,7 +273,7 @@ fn check_data_proves_a_conversion_random_inputs_cannot() {
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(
         case.join("model.onnxtxt"),
-        "<ir_version: 8, opset_import: [\"\" : 13]>\ng (float[6] x, int64[2] s) => (float[A, B] y) {\n  a = Abs (s)\n  three = Constant <value = int64 {3}> ()\n  t = Sub (a, three)\n  r = Reshape (x, t)\n  y = Neg (r)\n}\n",
+        "<ir_version: 8, opset_import: [\"\" : 13]>\ng (float[6] x, float[2] s) => (float[A, B] y) {\n  a = Abs (s)\n  three = Constant <value = float {3}> ()\n  d = Sub (a, three)\n  t = Cast <to = 7> (d)\n  r = Reshape (x, t)\n  y = Neg (r)\n}\n",
     )
     .unwrap();
     let tensor = |name: &str, dims: Vec<i64>, f: Vec<f32>, i: Vec<i64>| onnx_proto::TensorProto {
@@ -290,7 +290,7 @@ fn check_data_proves_a_conversion_random_inputs_cannot() {
             "input_0.pb",
             tensor("x", vec![6], vec![1.0, -2.0, 3.0, -4.0, 5.0, -6.0], vec![]),
         ),
-        ("input_1.pb", tensor("s", vec![2], vec![], vec![-5, 6])),
+        ("input_1.pb", tensor("s", vec![2], vec![-5.0, 6.0], vec![])),
         (
             "output_0.pb",
             tensor(
