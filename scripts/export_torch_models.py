@@ -457,6 +457,75 @@ def export_eps_functions(out_dir):
           f"({', '.join(f'{f.name}: {len(f.node)} nodes, attributes {list(f.attribute)}' for f in loaded.functions)})")
 
 
+class CastNorm(nn.Module):
+    """RMSNorm as transformers' LlamaRMSNorm writes it: computed in float32, cast back to the
+    input's type (both casts no-ops on a float32 input)."""
+
+    def __init__(self, hidden):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden) + 0.1 * torch.randn(hidden))
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * x.to(dtype)
+
+
+class GeluMLP(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.up = nn.Linear(hidden, 2 * hidden)
+        self.down = nn.Linear(2 * hidden, hidden)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+class NestedBlock(nn.Module):
+    """Norm, MLP, residual, norm: a module whose function calls other modules' functions."""
+
+    def __init__(self, hidden):
+        super().__init__()
+        self.norm1 = CastNorm(hidden)
+        self.mlp = GeluMLP(hidden)
+        self.norm2 = CastNorm(hidden)
+
+    def forward(self, x):
+        return self.norm2(x + self.mlp(self.norm1(x)))
+
+
+class NestedBlocks(nn.Module):
+    def __init__(self, hidden=16):
+        super().__init__()
+        self.blocks = nn.ModuleList([NestedBlock(hidden), NestedBlock(hidden)])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def export_nested_functions(out_dir):
+    """The TorchScript exporter with NestedBlock, CastNorm and GeluMLP as model-local functions:
+    the blocks' function calls the norms' and the MLP's."""
+    torch.manual_seed(7)
+    model = NestedBlocks().eval()
+    x = torch.randn(2, 3, 16)
+    path = os.path.join(out_dir, "nested_functions_opset17.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False,
+                          export_modules_as_functions={NestedBlock, CastNorm, GeluMLP},
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    loaded = onnx.load(path)
+    onnx.checker.check_model(loaded, full_check=True)
+    print(f"nested_functions: {path} ({os.path.getsize(path)} bytes), "
+          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions "
+          f"({', '.join(f'{f.name}: {len(f.node)} nodes' for f in loaded.functions)})")
+
+
 def main():
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo_root, "tests", "models", "torch")
@@ -468,6 +537,7 @@ def main():
     export_functions(out_dir)
     export_attention_functions(out_dir)
     export_eps_functions(out_dir)
+    export_nested_functions(out_dir)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ fn main_graph_types(
     funcs: &BTreeMap<FnKey, FunctionProto>,
 ) -> BTreeMap<String, TypeProto> {
     let opsets = onnx_schema::infer::opset_imports(opset_import);
+    let all: Vec<FunctionProto> = funcs.values().cloned().collect();
     let mut known: BTreeMap<String, TypeProto> = BTreeMap::new();
     for v in graph
         .input
@@ -144,11 +145,7 @@ fn main_graph_types(
             let Some(types) = input_types(&n.input, &known) else {
                 continue;
             };
-            let body = body_graph(f, &types);
-            let Ok(out) = onnx_schema::infer::infer_graph(
-                &body,
-                &onnx_schema::infer::opset_imports(&f.opset_import),
-            ) else {
+            let Some(out) = body_types(f, &types, &all) else {
                 continue;
             };
             for (o, fo) in n.output.iter().zip(&f.output) {
@@ -162,6 +159,51 @@ fn main_graph_types(
         }
     }
     known
+}
+
+/// The types of a function body's values, its inputs typed `input_types`; calls of the model's
+/// functions `all` in it typed by their bodies (as onnx's inference types them). `None` where
+/// inference fails.
+fn body_types(
+    f: &FunctionProto,
+    input_types: &[TypeProto],
+    all: &[FunctionProto],
+) -> Option<BTreeMap<String, TypeProto>> {
+    let options = onnx_schema::infer::InferOptions {
+        functions: all,
+        lenient: false,
+    };
+    onnx_schema::infer::infer_graph_with(
+        &body_graph(f, input_types),
+        &onnx_schema::infer::opset_imports(&f.opset_import),
+        options,
+    )
+    .ok()
+    .map(|g| g.types)
+}
+
+/// Merges one call's input types (`None`: not all known) into its function's typing, the
+/// common type of all its calls. Returns whether the typing changed, or `Err(())` where the
+/// call is not typed or disagrees with the others on element types or ranks.
+fn merge_call(
+    typing: &mut BTreeMap<FnKey, Vec<TypeProto>>,
+    key: &FnKey,
+    here: Option<Vec<TypeProto>>,
+) -> Result<bool, ()> {
+    let here = here.ok_or(())?;
+    let Some(seen) = typing.get_mut(key) else {
+        typing.insert(key.clone(), here);
+        return Ok(true);
+    };
+    let mut changed = false;
+    for (s, h) in seen.iter_mut().zip(&here) {
+        if s != h {
+            let c = common_type(s, h).ok_or(())?;
+            changed |= c != *s;
+            *s = c;
+        }
+    }
+    Ok(changed)
 }
 
 /// A function body as a graph with typed inputs (outputs untyped).
@@ -222,21 +264,101 @@ enum Mode {
 }
 
 /// The functions whose bodies cannot be rewritten as a graph of their own: attribute
-/// references (their values are the caller's), a body calling another local function, a
-/// function called inside a subgraph or from another function's body (its calls there are not
-/// typed), and (for Strict) calls that disagree.
-fn unfit(model: &Model, funcs: &BTreeMap<FnKey, &Function>) -> BTreeSet<FnKey> {
-    let mut out = called_outside_main(model, funcs);
+/// references (their values are the caller's) and a function called inside a subgraph (its
+/// calls there are not typed); for Strict (conversion) also a body calling another local
+/// function and a function called from another function's body. Lenient types those from the
+/// calling bodies instead ([`nested_typing`]).
+fn unfit(model: &Model, funcs: &BTreeMap<FnKey, &Function>, mode: Mode) -> BTreeSet<FnKey> {
+    let mut out = match mode {
+        Mode::Strict => called_outside_main(model, funcs),
+        Mode::Lenient => called_in_subgraphs(model, funcs),
+    };
     for (k, f) in funcs {
-        if has_attr_ref(&f.body)
-            || f.body
+        let calls = || {
+            f.body
                 .nodes_in_order()
                 .any(|(_, n)| funcs.contains_key(&key_of_node(n)))
-        {
+        };
+        if has_attr_ref(&f.body) || (mode == Mode::Strict && calls()) {
             out.insert(k.clone());
         }
     }
     out
+}
+
+/// The functions called inside a subgraph, of the main graph or of a body (their calls there
+/// are not typed).
+fn called_in_subgraphs(model: &Model, funcs: &BTreeMap<FnKey, &Function>) -> BTreeSet<FnKey> {
+    let mut out = BTreeSet::new();
+    let bodies = funcs.values().map(|f| &f.body);
+    for g in std::iter::once(&model.graph).chain(bodies) {
+        for (_, n) in g.nodes_in_order() {
+            for sub in n.subgraphs() {
+                for (_, m) in sub.nodes_in_order() {
+                    calls_in(m, funcs, &mut out);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Lenient typing of the functions called from other bodies: each typed body's calls give
+/// their functions input types (merged as the main graph's calls are), to a fixed point; then
+/// a function called from a body that is skipped or untyped is skipped too (its body must stay
+/// right for calls of types nobody saw), to a fixed point.
+fn nested_typing(
+    protos: &BTreeMap<FnKey, FunctionProto>,
+    typing: &mut BTreeMap<FnKey, Vec<TypeProto>>,
+    skip: &mut BTreeSet<FnKey>,
+) {
+    let all: Vec<FunctionProto> = protos.values().cloned().collect();
+    let calls = |f: &FunctionProto| -> Vec<(FnKey, usize)> {
+        f.node
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (key_of_proto_node(n), i))
+            .filter(|(k, _)| protos.contains_key(k))
+            .collect()
+    };
+    for _ in 0..=protos.len() {
+        let mut grew = false;
+        for (key, f) in protos {
+            let Some(types) = typing.get(key).filter(|_| !skip.contains(key)).cloned() else {
+                continue;
+            };
+            let inferred = body_types(f, &types, &all).unwrap_or_default();
+            for (callee, i) in calls(f) {
+                let n = &f.node[i];
+                let arity = protos.get(&callee).map_or(0, |c| c.input.len());
+                let here = match n.input.len() == arity && n.input.iter().all(|i| !i.is_empty()) {
+                    true => input_types(&n.input, &inferred),
+                    false => None,
+                };
+                match merge_call(typing, &callee, here) {
+                    Ok(changed) => grew |= changed,
+                    Err(()) => grew |= skip.insert(callee),
+                }
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    for _ in 0..=protos.len() {
+        let mut grew = false;
+        for (key, f) in protos {
+            if typing.contains_key(key) && !skip.contains(key) {
+                continue;
+            }
+            for (callee, _) in calls(f) {
+                grew |= skip.insert(callee);
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
 }
 
 /// The functions called from a function's body or inside a subgraph of the main graph.
@@ -294,7 +416,7 @@ fn bodies_in_place(
     if funcs.is_empty() {
         return Ok(None);
     }
-    let mut skip = unfit(model, &funcs);
+    let mut skip = unfit(model, &funcs, mode);
     if mode == Mode::Strict && (!skip.is_empty() || has_subgraph_call(graph, &funcs)) {
         return Ok(None);
     }
@@ -321,33 +443,15 @@ fn bodies_in_place(
                 true => input_types(&input_names(graph, n), &types),
                 false => None,
             };
-        let Some(here) = here else {
+        if merge_call(&mut typing, &key, here).is_err() {
             if mode == Mode::Strict {
                 return Ok(None);
             }
             skip.insert(key);
-            continue;
-        };
-        match typing.get_mut(&key) {
-            None => {
-                typing.insert(key, here);
-            }
-            Some(seen) => {
-                for (s, h) in seen.iter_mut().zip(&here) {
-                    if s == h {
-                        continue;
-                    }
-                    match common_type(s, h) {
-                        Some(c) => *s = c,
-                        None if mode == Mode::Strict => return Ok(None),
-                        None => {
-                            skip.insert(key.clone());
-                            break;
-                        }
-                    }
-                }
-            }
         }
+    }
+    if mode == Mode::Lenient {
+        nested_typing(&protos, &mut typing, &mut skip);
     }
     let mut out = model.clone();
     let mut done = InPlace::default();
@@ -367,11 +471,29 @@ fn bodies_in_place(
         if !wants(&fp) {
             continue;
         }
-        let opsets = onnx_schema::infer::opset_imports(&fp.opset_import);
         let mut body = body_graph(&fp, input_types);
-        let inferred = onnx_schema::infer::infer_graph(&body, &opsets).unwrap_or_default();
+        let all: Vec<FunctionProto> = protos.values().cloned().collect();
+        let inferred = body_types(&fp, input_types, &all).unwrap_or_default();
         for o in body.output.iter_mut() {
             o.r#type = o.name.as_ref().and_then(|n| inferred.get(n)).cloned();
+        }
+        // The outputs of calls of other functions, typed by their bodies (the graph's own
+        // inference cannot see into them).
+        let outputs: BTreeSet<&str> = fp.output.iter().map(String::as_str).collect();
+        for n in fp
+            .node
+            .iter()
+            .filter(|n| protos.contains_key(&key_of_proto_node(n)))
+        {
+            for o in n
+                .output
+                .iter()
+                .filter(|o| !o.is_empty() && !outputs.contains(o.as_str()))
+            {
+                if let Some(t) = inferred.get(o) {
+                    body.value_info.push(value_info(o, Some(t.clone())));
+                }
+            }
         }
         let unit = ModelProto {
             ir_version: model.ir_version,
@@ -639,13 +761,15 @@ fn body_size(m: &Model) -> usize {
 
 /// `optimize-functions`: model-local functions optimized. Those that inlining makes no larger
 /// ([`inline_candidates`]) are inlined (their nodes then optimize with the graph around them);
-/// every other body called from the main graph is optimized as a graph of its own, typed by
-/// its calls, by the pipeline's phases (not its lowering), and kept when that leaves it fewer
-/// nodes. A body with attribute references (`@alpha`) is optimized with them bound, one copy
+/// every other body is optimized as a graph of its own, typed by its calls (in the main graph,
+/// or in other bodies typed so: [`nested_typing`]; the outputs of calls in a body typed by the
+/// callee's body), by the pipeline's phases (not its lowering), and kept when that leaves it
+/// fewer nodes. A body with attribute references (`@alpha`) is optimized with them bound, one copy
 /// per binding its calls give ([`bind_refs`]), and stays as it was unless that rewrote some
 /// copy. A body that cannot be typed or optimized (attribute references in a function called
-/// outside the main graph, calls inside subgraphs or other bodies, calls that disagree on
-/// element types or ranks), or that the inliner refuses, stays as it is. The check runs on the whole model as always: the
+/// outside the main graph, calls inside subgraphs, calls from a body that is itself not typed,
+/// calls that disagree on element types or ranks), or that the inliner refuses, stays as it
+/// is. The check runs on the whole model as always: the
 /// interpreter runs the calls through the new bodies.
 pub(crate) struct OptimizeFunctions;
 

@@ -296,3 +296,88 @@ fn a_torchscript_function_reading_its_epsilon_attribute_is_optimized_per_epsilon
         assert_eq!(muls(&ops), muls_before - 1, "{name}: {ops:?}");
     }
 }
+
+/// A body that calls another function, and a function called only from bodies: each is typed
+/// by its calls (those in bodies typed by the caller's body, the callee's outputs by its own
+/// body), optimized in place and checked. `Inner`'s Cast to float goes where every call gives
+/// it floats; where a call in a body gives it doubles and one in the main graph floats, the
+/// calls disagree and it stays as it is.
+#[test]
+fn bodies_calling_other_functions_are_optimized_by_the_types_of_their_calls() {
+    let nested = |outer_input: &str| {
+        format!(
+            r#"<ir_version: 9, opset_import: ["this" : 1, "" : 19]>
+g (float[2,3] x, double[2,3] d) => (float[2,3] y, float[2,3] z) {{
+   a = this.Outer (x, d)
+   y = this.Outer (a, d)
+   z = this.Inner (x)
+}}
+<domain: "this", opset_import: ["this" : 1, "" : 19]>
+Outer (x, d) => (r)
+{{
+   i = this.Inner ({outer_input})
+   j = this.Inner (i)
+   k = Identity (j)
+   r = Add (k, x)
+}}
+<domain: "this", opset_import: ["" : 19]>
+Inner (x) => (y)
+{{
+   c = Cast <to: int = 1> (x)
+   a = Abs (c)
+   n = Neg (a)
+   y = Exp (n)
+}}"#
+        )
+    };
+    let out = optimize(&nested("x"));
+    assert_eq!(count(&out, "functions_optimized"), 2);
+    assert_eq!(main_ops(&out), ["Outer", "Outer", "Inner"]);
+    assert_eq!(body_ops(&out, "Outer"), ["Inner", "Inner", "Add"]);
+    assert_eq!(body_ops(&out, "Inner"), ["Abs", "Neg", "Exp"]);
+    // A call in Outer's body gives Inner doubles: Inner keeps its Cast (Outer still loses its
+    // Identity, the calls' outputs typed by Inner's body).
+    let out = optimize(&nested("d"));
+    assert_eq!(count(&out, "functions_optimized"), 1);
+    assert_eq!(body_ops(&out, "Outer"), ["Inner", "Inner", "Add"]);
+    assert_eq!(body_ops(&out, "Inner"), ["Cast", "Abs", "Neg", "Exp"]);
+}
+
+/// The TorchScript exporter with nested module functions
+/// (`tests/models/torch/nested_functions_opset17.onnx`): each block's function calls two
+/// RMSNorm functions and an MLP function. The norms, called only from the blocks' body, lose
+/// the float-to-float Casts transformers' RMSNorm writes; the calls stay; the check runs.
+#[test]
+fn a_torchscript_export_of_nested_module_functions_is_optimized_inside() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/models/torch/nested_functions_opset17.onnx");
+    let model = onnx_opt::load(&path).unwrap();
+    let casts = |ops: &[String]| ops.iter().filter(|o| *o == "Cast").count();
+    let before: Vec<(String, Vec<String>)> = model
+        .functions
+        .iter()
+        .map(|f| {
+            let ops = f.body.nodes_in_order().map(|(_, n)| n.op_type.to_string());
+            (
+                f.name.as_deref().unwrap_or_default().to_string(),
+                ops.collect(),
+            )
+        })
+        .collect();
+    let out = Optimizer::new().check(5).optimize(&model).unwrap();
+    assert!(out.report.check_trials > 0);
+    assert_eq!(out.report.check_skipped, None);
+    onnx_ir::check_model(&out.model).expect("the output passes the checker");
+    assert_eq!(main_ops(&out), ["NestedBlock", "NestedBlock"]);
+    assert_eq!(
+        body_ops(&out, "NestedBlock"),
+        ["CastNorm", "GeluMLP", "Add", "CastNorm.1"]
+    );
+    for (name, ops) in &before {
+        if name.starts_with("CastNorm") {
+            assert_eq!(casts(ops), 2, "{name} before: {ops:?}");
+            let after = body_ops(&out, name);
+            assert_eq!(casts(&after), 0, "{name}: {after:?}");
+        }
+    }
+}
