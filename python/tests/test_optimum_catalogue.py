@@ -1,7 +1,7 @@
 """Optimum's other tasks (tests/models/optimum_catalogue: ViT, CLIP, SigLIP, DINOv2, ConvNeXt,
 Whisper, T5 and Marian with their decoders with past and merged, the legacy merged Llama
 decoder; optimum-onnx 0.1.0, scripts/export_optimum_catalogue.py) optimized with the default
-settings (the check on) run in the pinned onnxruntime and give the original's outputs on every
+settings (the check on, and running its three random trials on each) run in the pinned onnxruntime and give the original's outputs on every
 stored test data set (the merged decoders' second set takes the other branch of their If);
 none grows, If branches counted.
 """
@@ -50,7 +50,11 @@ def test_the_catalogue_is_there():
 @pytest.mark.parametrize("folder", MODELS, ids=[d.name for d in MODELS])
 def test_catalogue_export_optimized_runs_in_onnxruntime(folder):
     original = onnx.load(str(folder / "model.onnx"))
-    optimized = onnx_opt.optimize(original)
+    optimized, rep = onnx_opt.optimize(original, report=True)
+    # The check ran its three random trials (every dim searched; the original runs on them).
+    assert rep["check_skipped"] is None, rep["check_skipped"]
+    assert rep["check_random_skipped"] is None, rep["check_random_skipped"]
+    assert rep["check_trials"] == 3, rep
     onnx.checker.check_model(optimized)
     assert _nodes(optimized.graph) <= _nodes(original.graph)
     sets = list(_data_sets(folder, original))

@@ -3,7 +3,7 @@
 //! NaN equal to NaN, and in float16 and bfloat16 NaN equal to an infinity, both an overflow;
 //! everything else exactly).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod boundary;
@@ -297,6 +297,9 @@ pub fn compare_models_on(
         .collect();
     // The original's outputs on the dims the search ends with: the first trial's (same seed).
     let first_run: RefCell<Option<FirstRun>> = RefCell::new(None);
+    // Value draws per dims tried: one in a first search, `SEARCH_DRAWS` in a second where the
+    // first finds none (each failing try then costs that many runs).
+    let draws = Cell::new(1);
     let mut attempt = |d: &BTreeMap<String, i64>| -> inputs::Attempt {
         if inputs::largest_input(&gen, d) > inputs::MAX_SEARCH_ELEMENTS {
             return Err((-2, "an input would be too large".into()));
@@ -304,7 +307,7 @@ pub fn compare_models_on(
         // Values the original fails on (an empty optional, a loop of no iterations) are drawn
         // again; the furthest failure through the graph stands for the dims.
         let mut furthest: Option<(i64, String)> = None;
-        for draw in 0..SEARCH_DRAWS {
+        for draw in 0..draws.get() {
             let seed = value_seed(0x5eed, draw);
             let mut feed = make(seed, d).map_err(|e| (-1, e.to_string()))?;
             feed.extend(a_cut.feed(seed, d).map_err(|e| (-1, e.to_string()))?);
@@ -343,6 +346,10 @@ pub fn compare_models_on(
     let candidates = inputs::candidates(&a_cut.model);
     let (mut searched, mut failure) =
         inputs::search_dims(dims.clone(), &params, &candidates, &mut attempt);
+    if failure.is_some() {
+        draws.set(SEARCH_DRAWS);
+        (searched, failure) = inputs::search_dims(dims.clone(), &params, &candidates, &mut attempt);
+    }
     // Where no dims let the original run on drawn values, the values of its small integer
     // inputs are searched too (from `start`'s dims).
     let values = inputs::searchable_values(&gen, &roles, &bounds);
@@ -456,8 +463,8 @@ pub fn compare_models_on(
 /// with.
 type FirstRun = (BTreeMap<String, i64>, u64, Outputs);
 
-/// Value draws per dims the search tries, and per random trial, before the original's failure
-/// on them counts: values it fails on (an empty optional, a loop of no iterations, sequences
+/// Value draws per dims the search tries (in its second search), and per random trial, before
+/// the original's failure on them counts: values it fails on (an empty optional, a loop of no iterations, sequences
 /// of other lengths) are drawn again.
 const SEARCH_DRAWS: u64 = 4;
 const TRIAL_DRAWS: u64 = 8;
