@@ -19,9 +19,13 @@ use onnx_ref::{RefError, Tensor, Value};
 
 /// At most this many runs of the original while searching.
 const MAX_RUNS: usize = 2000;
-/// The search stops after this long, or after this many times the first run's time.
+/// The search stops after this long, or after this many times the first run's time, but not
+/// before `MIN_TIME` (a first run that fails at once says little of what a later one costs:
+/// CLIP's search, whose first run fails at its first Conv, takes about 0.8 s on a loaded
+/// 2-core machine).
 const MAX_TIME: Duration = Duration::from_secs(30);
 const MAX_RUN_FACTOR: u32 = 40;
+const MIN_TIME: Duration = Duration::from_secs(6);
 
 /// Gives every unknown dim of a graph input (no value, no name, or -1) a name of its own,
 /// `?input:axis`, so the search can set it; dims the user named keep their names.
@@ -441,9 +445,7 @@ pub(crate) fn search_dims(
         Err((p, why)) => (p, why),
     };
     let mut seen: BTreeSet<(i64, String)> = BTreeSet::from([(best, normalized(&why))]);
-    let budget = MAX_TIME
-        .min(one_run * MAX_RUN_FACTOR)
-        .max(Duration::from_secs(2));
+    let budget = MAX_TIME.min(one_run * MAX_RUN_FACTOR).max(MIN_TIME);
     let mut runs = 1;
     let spent = |runs: usize| runs >= MAX_RUNS || t0.elapsed() > budget;
     let mut tried: BTreeSet<BTreeMap<String, i64>> = BTreeSet::from([current.clone()]);
