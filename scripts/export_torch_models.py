@@ -343,21 +343,34 @@ class Blocks(nn.Module):
         return torch.softmax(self.head(self.b2(self.b1(x))), -1)
 
 
+BATCH_SEQ = {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}}
+
+
+def export_with_functions(model, x, path, modules, opset, dynamic_axes=None):
+    """torch's TorchScript exporter on `model(x)` with `modules` as model-local functions, the
+    input named x and the output y; onnx.checker's full check; prints what it wrote."""
+    extra = {"dynamic_axes": dynamic_axes} if dynamic_axes else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), path, opset_version=opset, dynamo=False,
+                          export_modules_as_functions=modules,
+                          input_names=["x"], output_names=["y"], **extra)
+    loaded = onnx.load(path)
+    onnx.checker.check_model(loaded, full_check=True)
+    bodies = ", ".join(f"{f.name}: {len(f.node)} nodes"
+                       + (f", attributes {list(f.attribute)}" if f.attribute else "")
+                       for f in loaded.functions)
+    print(f"{os.path.basename(path)} ({os.path.getsize(path)} bytes), "
+          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions ({bodies})")
+
+
 def export_functions(out_dir):
     """The TorchScript exporter with each Block as a model-local function (domain __main__)."""
     torch.manual_seed(3)
     model = Blocks().eval()
     x = torch.randn(2, 8, 16)
-    path = os.path.join(out_dir, "blocks_functions_opset18.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), path, opset_version=OPSET, dynamo=False,
-                          export_modules_as_functions={Block},
-                          input_names=["x"], output_names=["y"])
-    loaded = onnx.load(path)
-    onnx.checker.check_model(loaded, full_check=True)
-    print(f"blocks_functions: {path} ({os.path.getsize(path)} bytes), "
-          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions")
+    export_with_functions(model, x, os.path.join(out_dir, "blocks_functions_opset18.onnx"),
+                          {Block}, OPSET)
 
 
 class SelfAttention(nn.Module):
@@ -398,18 +411,8 @@ def export_attention_functions(out_dir):
     torch.manual_seed(4)
     model = Attns().eval()
     x = torch.randn(2, 8, 16)
-    path = os.path.join(out_dir, "attn_functions_opset18.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), path, opset_version=OPSET, dynamo=False,
-                          export_modules_as_functions={SelfAttention},
-                          input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
-    loaded = onnx.load(path)
-    onnx.checker.check_model(loaded, full_check=True)
-    print(f"attn_functions: {path} ({os.path.getsize(path)} bytes), "
-          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions "
-          f"({', '.join(f'{f.name}: {len(f.node)} nodes' for f in loaded.functions)})")
+    export_with_functions(model, x, os.path.join(out_dir, "attn_functions_opset18.onnx"),
+                          {SelfAttention}, OPSET, BATCH_SEQ)
 
 
 class EpsBlock(nn.Module):
@@ -443,18 +446,8 @@ def export_eps_functions(out_dir):
     torch.manual_seed(5)
     model = EpsBlocks().eval()
     x = torch.randn(2, 4, 16)
-    path = os.path.join(out_dir, "eps_functions_opset17.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False,
-                          export_modules_as_functions={EpsBlock},
-                          input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
-    loaded = onnx.load(path)
-    onnx.checker.check_model(loaded, full_check=True)
-    print(f"eps_functions: {path} ({os.path.getsize(path)} bytes), "
-          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions "
-          f"({', '.join(f'{f.name}: {len(f.node)} nodes, attributes {list(f.attribute)}' for f in loaded.functions)})")
+    export_with_functions(model, x, os.path.join(out_dir, "eps_functions_opset17.onnx"),
+                          {EpsBlock}, 17, BATCH_SEQ)
 
 
 class CastNorm(nn.Module):
@@ -512,18 +505,8 @@ def export_nested_functions(out_dir):
     torch.manual_seed(7)
     model = NestedBlocks().eval()
     x = torch.randn(2, 3, 16)
-    path = os.path.join(out_dir, "nested_functions_opset17.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False,
-                          export_modules_as_functions={NestedBlock, CastNorm, GeluMLP},
-                          input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
-    loaded = onnx.load(path)
-    onnx.checker.check_model(loaded, full_check=True)
-    print(f"nested_functions: {path} ({os.path.getsize(path)} bytes), "
-          f"{len(loaded.graph.node)} nodes, {len(loaded.functions)} functions "
-          f"({', '.join(f'{f.name}: {len(f.node)} nodes' for f in loaded.functions)})")
+    export_with_functions(model, x, os.path.join(out_dir, "nested_functions_opset17.onnx"),
+                          {NestedBlock, CastNorm, GeluMLP}, 17, BATCH_SEQ)
 
 
 def main():

@@ -718,6 +718,15 @@ fn compare_tensors(x: &Tensor, y: &Tensor, tol: Tolerance) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The check ran its three random trials, none skipped (`what` names the model).
+    fn assert_three_trials(c: &Checked, what: &str) {
+        assert_eq!(
+            (c.random, c.skipped.as_deref(), c.random_skipped.as_deref()),
+            (3, None, None),
+            "{what}"
+        );
+    }
+
     /// A model that fails on every random input (its Reshape target is cast from a float input,
     /// whose random values in [-1, 1] cast to 0 or 1, with `allowzero`; no role and no value
     /// search gives floats) is checked on the given sets alone: with a set,
@@ -795,7 +804,7 @@ mod tests {
         let tol = Tolerance::default();
         let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
         assert_eq!(m, None);
-        assert_eq!((c.random, c.skipped, c.random_skipped), (3, None, None));
+        assert_three_trials(&c, "");
         let roles = inputs::shape_roles(&a);
         let drawn = |k: usize| Value::Tensor(Tensor::from_vec(&[k], vec![0i64; k]).unwrap());
         let got = |name: &str, k: usize| match inputs::shape_safe(name, drawn(k), &roles, &dims) {
@@ -824,7 +833,7 @@ mod tests {
         let tol = Tolerance::default();
         let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
         assert_eq!(m, None);
-        assert_eq!((c.random, c.skipped, c.random_skipped), (3, None, None));
+        assert_three_trials(&c, "");
         let roles = inputs::shape_roles(&a);
         let scales = Value::Tensor(Tensor::from_vec(&[3], vec![-0.5f32; 3]).unwrap());
         match inputs::shape_safe("scales", scales, &roles, &dims) {
@@ -879,11 +888,7 @@ mod tests {
             let a = onnx_text::parse_model(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
             let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
             assert_eq!(m, None, "{body}");
-            assert_eq!(
-                (c.random, c.skipped.as_deref(), c.random_skipped.as_deref()),
-                (3, None, None),
-                "{body}"
-            );
+            assert_three_trials(&c, body);
         }
         // The image stream is a PNM of the declared output's size, padded to the length.
         let a = onnx_text::parse_model(&format!(
@@ -925,11 +930,7 @@ mod tests {
             let a = model(body);
             let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
             assert_eq!(m, None, "{body}");
-            assert_eq!(
-                (c.random, c.skipped.as_deref(), c.random_skipped.as_deref()),
-                (3, None, None),
-                "{body}"
-            );
+            assert_three_trials(&c, body);
         }
         let a = model(models[0]);
         let b = model(&models[0].replace(
@@ -956,10 +957,7 @@ mod tests {
         let a = model("y = MatMul (f, x)");
         let (m, c) = compare_models_on(&a, &a, &[], 3, &dims, tol).unwrap();
         assert_eq!(m, None);
-        assert_eq!(
-            (c.random, c.skipped.as_deref(), c.random_skipped.as_deref()),
-            (3, None, None)
-        );
+        assert_three_trials(&c, "s read as a Range's length");
         assert_eq!(c.dims.get(&inputs::value_key("s", 1)), Some(&7), "{c:?}");
         let b = model("t = MatMul (f, x)\n  y = Neg (t)");
         let (m, _) = compare_models_on(&a, &b, &[], 3, &dims, tol).unwrap();
