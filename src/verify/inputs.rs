@@ -528,8 +528,8 @@ pub(crate) enum ShapeRole {
     Squeeze(Option<Vec<DeclaredDim>>),
     /// OneHot's depth: a few classes.
     Positive,
-    /// Resize's scales (floats): 1 on the first two axes (batch and channels) of a tensor of
-    /// rank 3 or more, 2 on the others.
+    /// Resize's and Upsample's scales (floats): 1 on the first two axes (batch and channels) of
+    /// a tensor of rank 3 or more, 2 on the others.
     Scales,
     /// Values the declarations determine (ints or floats; a shorter list repeats its last):
     /// NonMaxSuppression's IoU threshold, AffineGrid's size, Col2Im's image and block shapes,
@@ -669,6 +669,7 @@ pub(crate) fn shape_roles(model: &ModelProto) -> BTreeMap<String, ShapeRole> {
                 give(&mut out, 3, ShapeRole::Sizes);
                 (2, ShapeRole::Scales)
             }
+            Some("Upsample") => (1, ShapeRole::Scales),
             Some("NonMaxSuppression") => (3, ShapeRole::Values(vec![0.5])),
             Some("AffineGrid") => {
                 let batch = data().and_then(|d| d.first().cloned());

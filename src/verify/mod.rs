@@ -856,6 +856,14 @@ mod tests {
         .unwrap();
         let (m, _) = compare_models_on(&a, &b, &[], 3, &dims, tol).unwrap();
         assert_eq!(m.map(|m| m.output), Some("r".to_string()));
+        // Upsample's scales (opset 9) as Resize's: random ones below 1 would fail.
+        let up = onnx_text::parse_model(
+            "<ir_version: 4, opset_import: [\"\" : 9]>\ng (float[1, 1, 2, 2] x, float[4] s) => (float[A, B, C, D] y) {\n  y = Upsample <mode = \"nearest\"> (x, s)\n}",
+        )
+        .unwrap();
+        let (m, c) = compare_models_on(&up, &up, &[], 3, &dims, tol).unwrap();
+        assert_eq!(m, None);
+        assert_three_trials(&c, "Upsample");
     }
 
     /// Inputs whose values an op constrains beyond their type (NonMaxSuppression's IoU
