@@ -26,6 +26,8 @@ const MAX_RUNS: usize = 2000;
 const MAX_TIME: Duration = Duration::from_secs(30);
 const MAX_RUN_FACTOR: u32 = 40;
 const MIN_TIME: Duration = Duration::from_secs(6);
+/// Runs the search makes before its time budget applies (`MAX_TIME` still does).
+const MIN_RUNS: usize = 200;
 
 /// Gives every unknown dim of a graph input (no value, no name, or -1) a name of its own,
 /// `?input:axis`, so the search can set it; dims the user named keep their names.
@@ -447,7 +449,12 @@ pub(crate) fn search_dims(
     let mut seen: BTreeSet<(i64, String)> = BTreeSet::from([(best, normalized(&why))]);
     let budget = MAX_TIME.min(one_run * MAX_RUN_FACTOR).max(MIN_TIME);
     let mut runs = 1;
-    let spent = |runs: usize| runs >= MAX_RUNS || t0.elapsed() > budget;
+    // The first `MIN_RUNS` tries stop only at `MAX_TIME`: where runs are cheap, what the search
+    // finds does not depend on how fast the machine is.
+    let spent = |runs: usize| {
+        let elapsed = t0.elapsed();
+        runs >= MAX_RUNS || elapsed > MAX_TIME || (runs >= MIN_RUNS && elapsed > budget)
+    };
     let mut tried: BTreeSet<BTreeMap<String, i64>> = BTreeSet::from([current.clone()]);
     'rounds: loop {
         // The moves from the current dims, then (one level deep) from each sideways move.
