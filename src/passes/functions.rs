@@ -453,6 +453,7 @@ fn bodies_in_place(
     if mode == Mode::Lenient {
         nested_typing(&protos, &mut typing, &mut skip);
     }
+    let all: Vec<FunctionProto> = protos.values().cloned().collect();
     let mut out = model.clone();
     let mut done = InPlace::default();
     for f in out.functions.iter_mut() {
@@ -472,7 +473,6 @@ fn bodies_in_place(
             continue;
         }
         let mut body = body_graph(&fp, input_types);
-        let all: Vec<FunctionProto> = protos.values().cloned().collect();
         let inferred = body_types(&fp, input_types, &all).unwrap_or_default();
         for o in body.output.iter_mut() {
             o.r#type = o.name.as_ref().and_then(|n| inferred.get(n)).cloned();
