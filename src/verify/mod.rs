@@ -352,7 +352,9 @@ pub fn compare_models_on(
     }
     // Where no dims let the original run on drawn values, the values of its small integer
     // inputs are searched too (from `start`'s dims).
-    let values = inputs::searchable_values(&gen, &roles, &bounds);
+    // Inputs the boundary feeds (outputs of cut-out nodes) are drawn by the cut, not searched.
+    let mut values = inputs::searchable_values(&gen, &roles, &bounds);
+    values.retain(|(n, _)| !fed.contains(n));
     let keys: Vec<String> = values
         .iter()
         .flat_map(|(n, len)| (0..*len).map(|i| inputs::value_key(n, i)))
