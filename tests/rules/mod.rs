@@ -1108,6 +1108,31 @@ g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,4] v, bool[3,5] f, float[1,5]
     assert!(matches!(same, Ok(None)), "{same:?}");
 }
 
+/// Keys and values whose sequence dim shape inference cannot name (DINOv2's, computed from the
+/// image size; here a Reshape with -1 of a named length) fuse: the head size and the key count
+/// are the MatMuls' contracted axes, equal wherever the original runs, so no guard asks for them.
+#[test]
+fn attention_fuses_over_keys_of_unknown_length() {
+    let text = r#"<ir_version: 10, opset_import: ["" : 23]>
+g (float[1,2,3,4] q, float[1,2,L] kf, float[1,2,L] vf) => (float[1,2,3,4] y) {
+  sh = Constant <value = int64[4] {1, 2, -1, 4}> ()
+  k = Reshape(kf, sh)
+  v = Reshape(vf, sh)
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  c = Constant <value = float {0.5}> ()
+  s = MatMul(q, kt)
+  sc = Mul(s, c)
+  p = Softmax <axis = -1> (sc)
+  y = MatMul(p, v)
+}"#;
+    let (before, after) = optimize_text(text);
+    assert_eq!(count_op(&after, "Attention"), 1, "the attention fuses");
+    assert_eq!(count_op(&after, "Softmax"), 0);
+    let dims = BTreeMap::from([("L".to_string(), 20)]);
+    let same = compare_models(&before, &after, 3, &dims, Tolerance::default());
+    assert!(matches!(same, Ok(None)), "{same:?}");
+}
+
 /// A scale exported as a one-element `[1]` tensor (GPT-2's through Optimum) computes like a
 /// scalar one: the attention fuses with the scale as Attention's attribute.
 #[test]
