@@ -232,29 +232,134 @@ pub(crate) fn join(a: &SymDim, b: &SymDim) -> SymDim {
     }
 }
 
-/// The product of dims: known when all are known, a param when exactly one is a param and the
-/// rest are 1, 0 when any is 0, unknown otherwise.
+/// A product of dims as a known coefficient times named factors (sorted, repeats kept): the
+/// algebra behind `product`, `floor_div` and Reshape's -1. A param whose name is a product this
+/// module wrote (`batch_size*sequence_length`, `4*batch`; torch's exporters write `2*s1` the same
+/// way) is read back into its factors, so a product divided by one of its factors cancels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Monomial {
+    /// The known part.
+    pub(crate) coef: i64,
+    /// The named factors, sorted.
+    pub(crate) factors: Vec<String>,
+}
+
+/// Whether `name` can be one factor of a product's name: no operator, space or parenthesis in
+/// it, so that `a*b` reads back as `a` times `b` and never as part of a sum.
+fn simple_factor(name: &str) -> bool {
+    !name.is_empty()
+        && !name
+            .chars()
+            .any(|c| c.is_whitespace() || matches!(c, '+' | '-' | '*' | '/' | '(' | ')'))
+}
+
+impl Monomial {
+    /// The dim as a monomial; `None` for an unknown dim.
+    pub(crate) fn of(d: &SymDim) -> Option<Monomial> {
+        match d {
+            SymDim::Known(v) => Some(Monomial {
+                coef: *v,
+                factors: Vec::new(),
+            }),
+            SymDim::Param(name) => {
+                let parts: Vec<&str> = name.split('*').collect();
+                let mut coef = 1i64;
+                let mut factors = Vec::new();
+                if parts.len() > 1 {
+                    for part in &parts {
+                        match part.parse::<i64>() {
+                            Ok(v) => coef = coef.checked_mul(v)?,
+                            Err(_) if simple_factor(part) => factors.push((*part).to_string()),
+                            // Not a product this module could have written: one opaque factor.
+                            Err(_) => {
+                                return Some(Monomial {
+                                    coef: 1,
+                                    factors: vec![name.clone()],
+                                })
+                            }
+                        }
+                    }
+                } else {
+                    factors.push(name.clone());
+                }
+                factors.sort();
+                Some(Monomial { coef, factors })
+            }
+            SymDim::Unknown => None,
+        }
+    }
+
+    /// `self * other`; `None` on overflow.
+    fn times(&self, other: &Monomial) -> Option<Monomial> {
+        let mut factors = self.factors.clone();
+        factors.extend(other.factors.iter().cloned());
+        factors.sort();
+        Some(Monomial {
+            coef: self.coef.checked_mul(other.coef)?,
+            factors,
+        })
+    }
+
+    /// `self / other` when it divides exactly: `other`'s factors are among `self`'s and its
+    /// coefficient divides `self`'s (`None` otherwise, or for a zero divisor).
+    pub(crate) fn divide(&self, other: &Monomial) -> Option<Monomial> {
+        if other.coef == 0 || self.coef % other.coef != 0 {
+            return None;
+        }
+        let mut factors = self.factors.clone();
+        for f in &other.factors {
+            let pos = factors.iter().position(|x| x == f)?;
+            factors.remove(pos);
+        }
+        Some(Monomial {
+            coef: self.coef / other.coef,
+            factors,
+        })
+    }
+
+    /// The monomial as a dim: known without factors, 0 when the coefficient is 0, the factor
+    /// itself for one factor times 1, else the param named `coef*a*b` (the coefficient left out
+    /// when 1); unknown when a factor cannot be part of such a name.
+    pub(crate) fn to_dim(&self) -> SymDim {
+        if self.coef == 0 || self.factors.is_empty() {
+            return SymDim::Known(self.coef);
+        }
+        if self.coef == 1 && self.factors.len() == 1 {
+            return SymDim::Param(self.factors[0].clone());
+        }
+        if self.coef < 0 || !self.factors.iter().all(|f| simple_factor(f)) {
+            return SymDim::Unknown;
+        }
+        let mut parts: Vec<String> = Vec::with_capacity(self.factors.len() + 1);
+        if self.coef != 1 {
+            parts.push(self.coef.to_string());
+        }
+        parts.extend(self.factors.iter().cloned());
+        SymDim::Param(parts.join("*"))
+    }
+}
+
+/// The product of dims: known when all are known, 0 when any is 0, a named product of the
+/// params and the known part otherwise (`batch_size*sequence_length`, see [`Monomial`]);
+/// unknown when a dim is unknown or a param's name cannot be a factor (a sum).
 pub(crate) fn product(dims: &[SymDim]) -> SymDim {
     if dims.iter().any(|d| d.is(0)) {
         return SymDim::Known(0);
     }
-    let mut value: i64 = 1;
-    let mut param: Option<&SymDim> = None;
+    let mut acc = Monomial {
+        coef: 1,
+        factors: Vec::new(),
+    };
     for dim in dims {
-        match dim {
-            SymDim::Known(v) => match value.checked_mul(*v) {
-                Some(p) => value = p,
-                None => return SymDim::Unknown,
-            },
-            SymDim::Param(_) if param.is_none() => param = Some(dim),
-            _ => return SymDim::Unknown,
+        let Some(m) = Monomial::of(dim) else {
+            return SymDim::Unknown;
+        };
+        match acc.times(&m) {
+            Some(next) => acc = next,
+            None => return SymDim::Unknown,
         }
     }
-    match param {
-        None => SymDim::Known(value),
-        Some(p) if value == 1 => p.clone(),
-        Some(_) => SymDim::Unknown,
-    }
+    acc.to_dim()
 }
 
 /// `a + b` on symbolic scalars: known when both are known, `p + 0 = p`, and the sum of two
@@ -301,7 +406,8 @@ pub(crate) fn mul(a: &SymDim, b: &SymDim) -> SymDim {
 }
 
 /// `a / b` (integer division rounding toward negative infinity, as shape arithmetic uses it):
-/// known when both are known and `b != 0`, `p / 1 = p`, `p / p = 1`.
+/// known when both are known and `b != 0`, `p / 1 = p`, `p / p = 1`, and a product divided by
+/// some of its factors.
 pub(crate) fn floor_div(a: &SymDim, b: &SymDim) -> SymDim {
     match (a, b) {
         (SymDim::Known(x), SymDim::Known(y)) => {
@@ -309,7 +415,14 @@ pub(crate) fn floor_div(a: &SymDim, b: &SymDim) -> SymDim {
         }
         (_, SymDim::Known(1)) => a.clone(),
         (SymDim::Param(p), SymDim::Param(q)) if p == q => SymDim::Known(1),
-        _ => SymDim::Unknown,
+        // An exact quotient of products (`(4*b*s) / (4*b) = s`); the division of a product by
+        // one of its factors does not round.
+        _ => match (Monomial::of(a), Monomial::of(b)) {
+            (Some(x), Some(y)) if !x.factors.is_empty() => {
+                x.divide(&y).map_or(SymDim::Unknown, |q| q.to_dim())
+            }
+            _ => SymDim::Unknown,
+        },
     }
 }
 
@@ -389,7 +502,19 @@ mod tests {
     #[test]
     fn arithmetic_keeps_params_only_where_exact() {
         assert_eq!(product(&[p("b"), k(1), k(1)]), p("b"));
-        assert_eq!(product(&[p("b"), k(2)]), SymDim::Unknown);
+        assert_eq!(product(&[p("b"), k(2)]), p("2*b"));
+        assert_eq!(product(&[p("s"), p("b")]), p("b*s"));
+        assert_eq!(product(&[p("b*s"), k(4), k(8)]), p("32*b*s"));
+        assert_eq!(product(&[p("past+seq"), p("b")]), SymDim::Unknown);
+        assert_eq!(product(&[p("b"), SymDim::Unknown]), SymDim::Unknown);
+        assert_eq!(product(&[p("past+seq"), k(1)]), p("past+seq"));
+        assert_eq!(
+            floor_div(&p("32*b*s"), &product(&[k(4), p("b"), k(8)])),
+            p("s")
+        );
+        assert_eq!(floor_div(&p("2*s1"), &k(2)), p("s1"));
+        assert_eq!(floor_div(&p("b*s"), &k(2)), SymDim::Unknown);
+        assert_eq!(floor_div(&p("b*s"), &p("t")), SymDim::Unknown);
         assert_eq!(product(&[p("b"), SymDim::Unknown, k(0)]), k(0));
         assert_eq!(product(&[]), k(1));
         assert_eq!(add(&p("s"), &k(0)), p("s"));

@@ -457,7 +457,7 @@ fn shape_rearrangements() {
         13,
         &[attr_int("axis", 0)],
         &[In::Ty(&x)],
-        &["float[1, ?]"],
+        &["float[1, 1280*batch]"],
     );
     check(
         "Transpose",

@@ -98,7 +98,7 @@ fn reshape_solves_minus_one_through_params() {
             ("y2", "float[batch, sequence, 2, 64]"),
             ("back", "float[batch, sequence, 128]"),
             // [batch, 2, sequence, 64] -> [batch, 2, -1]: the -1 is sequence * 64, not a name.
-            ("mixed", "float[batch, 2, ?]"),
+            ("mixed", "float[batch, 2, 64*sequence]"),
         ],
     );
 }
@@ -126,8 +126,8 @@ fn shape_slices_and_arithmetic_fold() {
     assert_eq!(sym(&result, "sliced"), dims(&["sequence", "128"]));
     assert_eq!(
         sym(&result, "n"),
-        dims(&["?"]),
-        "batch * sequence * 128 has no name"
+        dims(&["128*batch*sequence"]),
+        "batch * sequence * 128 is the product's name"
     );
     assert_eq!(sym(&result, "half"), dims(&["64"]));
     assert_eq!(sym(&result, "again"), dims(&["128"]));
@@ -168,7 +168,7 @@ fn shape_vectors_drive_expand_constant_of_shape_tile_and_range() {
             ("expanded", "float[batch, sequence, 128]"),
             ("zeros", "float[batch, sequence, 128]"),
             ("positions", "int64[sequence]"),
-            ("tiled", "float[batch, ?, 128]"),
+            ("tiled", "float[batch, 2*sequence, 128]"),
             ("s2", "int64[6]"),
         ],
     );

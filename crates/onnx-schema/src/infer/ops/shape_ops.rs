@@ -127,42 +127,44 @@ fn reshape(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
     Ok(vec![Out::shape(out)])
 }
 
-/// The dim `x` with `prod(input) == prod(others) * x`, after cancelling equal params on both
-/// sides. `Err(None)`: not determined; `Err(Some(reason))`: impossible.
+/// The dim `x` with `prod(input) == prod(others) * x`: both products as monomials (a known part
+/// times named factors, [`dims::Monomial`]), `others`' factors cancelled from `input`'s.
+/// `Err(None)`: not determined; `Err(Some(reason))`: impossible.
 fn solve_element_count(input: &[SymDim], others: &[SymDim]) -> Result<SymDim, Option<String>> {
-    let mut rest_in: Vec<&SymDim> = input.iter().collect();
-    let mut rest_out: Vec<&SymDim> = Vec::new();
-    for d in others {
-        if let SymDim::Param(_) = d {
-            if let Some(pos) = rest_in.iter().position(|x| *x == d) {
-                rest_in.remove(pos);
-                continue;
-            }
+    let monomial = |ds: &[SymDim]| -> Option<dims::Monomial> {
+        let mut acc = dims::Monomial::of(&SymDim::Known(1))?;
+        for d in ds {
+            let m = dims::Monomial::of(d)?;
+            acc = dims::Monomial {
+                coef: acc.coef.checked_mul(m.coef)?,
+                factors: {
+                    let mut f = acc.factors;
+                    f.extend(m.factors);
+                    f.sort();
+                    f
+                },
+            };
         }
-        rest_out.push(d);
-    }
-    let known = |dims: &[&SymDim]| -> Option<i64> {
-        dims.iter()
-            .filter_map(|d| d.known())
-            .try_fold(1i64, i64::checked_mul)
+        Some(acc)
     };
-    let (Some(in_known), Some(out_known)) = (known(&rest_in), known(&rest_out)) else {
+    let (Some(whole), Some(part)) = (monomial(input), monomial(others)) else {
         return Err(None);
     };
-    if rest_out.iter().any(|d| d.known().is_none())
-        || rest_in.iter().any(|d| matches!(d, SymDim::Unknown))
-    {
+    if part.coef == 0 {
         return Err(None);
     }
-    let in_params: Vec<&&SymDim> = rest_in.iter().filter(|d| d.known().is_none()).collect();
-    match in_params.as_slice() {
-        [] if out_known == 0 => Err(None),
-        [] if in_known % out_known == 0 => Ok(SymDim::Known(in_known / out_known)),
-        [] => Err(Some(format!(
-            "{in_known} elements do not divide into parts of {out_known}"
-        ))),
-        [p] if in_known == out_known && out_known != 0 => Ok((**p).clone()),
-        _ => Err(None),
+    if whole.factors.is_empty() && part.factors.is_empty() && whole.coef % part.coef != 0 {
+        return Err(Some(format!(
+            "{} elements do not divide into parts of {}",
+            whole.coef, part.coef
+        )));
+    }
+    match whole.divide(&part) {
+        Some(q) => match q.to_dim() {
+            SymDim::Unknown => Err(None),
+            d => Ok(d),
+        },
+        None => Err(None),
     }
 }
 
