@@ -292,6 +292,12 @@ pub const BUILTINS: &[FuncSig] = &[
         "the value the left side matched (its first root)",
     ),
     sig(
+        "root_at",
+        &[Int],
+        Value,
+        "the value the left side's root i matched (0 is the first: `root()`)",
+    ),
+    sig(
         "same_shape",
         &[Value, Value],
         Bool,

@@ -436,6 +436,13 @@ impl Evaluator<'_> {
             }
             ("opset", []) => Some(Val::Int(ctx.opset)),
             ("root", []) => Some(Val::Class(eg.find(*self.roots.first()?))),
+            ("root_at", [i]) => {
+                let Val::Int(i) = self.scalar_of(i.clone()) else {
+                    return None;
+                };
+                let i = usize::try_from(i).ok()?;
+                Some(Val::Class(eg.find(*self.roots.get(i)?)))
+            }
             ("member", [x, l]) => {
                 let x = self.scalar_of(x.clone());
                 let l = self.list(l.clone())?;
