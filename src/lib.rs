@@ -224,6 +224,15 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A `--same-dim` ([`Optimizer::same_dim`]) that names no symbolic dim of the model's
+    /// inputs, or ties it to something other than a plain name.
+    #[error("--same-dim {name}: {message}")]
+    BadDim {
+        /// The dim named.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
     /// An `--outputs` name ([`Optimizer::outputs`]) that is not an output of the model, or is
     /// named twice.
     #[error("--outputs {name}: {why} (the model's outputs: {})", outputs.join(", "))]

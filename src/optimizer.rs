@@ -58,6 +58,7 @@ pub struct Optimizer {
     outputs: Vec<String>,
     /// Fixed shapes of graph inputs.
     input_shapes: Vec<(String, Vec<i64>)>,
+    same_dims: Vec<(String, String)>,
     /// The default-domain opset a model below it is converted to when no target opset is
     /// given ([`Optimizer::target`]: the fused ops a runtime's rewrites start from).
     min_opset: Option<i64>,
@@ -191,6 +192,7 @@ impl Optimizer {
             skip: Vec::new(),
             outputs: Vec::new(),
             input_shapes: Vec::new(),
+            same_dims: Vec::new(),
             min_opset: None,
         }
     }
@@ -295,6 +297,30 @@ impl Optimizer {
     /// ```
     pub fn input_shape(mut self, name: &str, dims: &[i64]) -> Self {
         self.input_shapes.push((name.to_string(), dims.to_vec()));
+        self
+    }
+
+    /// `--same-dim NAME=OTHER`: the inputs' symbolic dim `name` is the same size as `other`: every
+    /// declaration of the main graph that names `name` (whole, or as a token of an expression
+    /// such as `s15 + s70`) names `other` instead. An assumption about the inputs the model
+    /// will get, stated in its interface, so the output declares it and the check draws its
+    /// inputs under it; for example that the KV cache of every layer has one length, which
+    /// torch's dynamo exporter gives a symbol per layer, so each layer computes its own
+    /// sequence lengths and mask slice:
+    ///
+    /// ```
+    /// let model = onnx_opt::parse_text(
+    ///     r#"<ir_version: 8, opset_import: ["" : 13]>
+    ///        g (float[a] x, float[b] y) => (int64[1] s, int64[1] t) { s = Shape(x) t = Shape(y) }"#,
+    /// )?;
+    /// let out = onnx_opt::Optimizer::new().same_dim("b", "a").optimize(&model)?;
+    /// let g = &out.model.graph;
+    /// let shapes = g.nodes_in_order().filter(|(_, n)| n.op_type.as_str() == "Shape").count();
+    /// assert_eq!(shapes, 1, "one Shape serves both outputs");
+    /// # Ok::<(), onnx_opt::Error>(())
+    /// ```
+    pub fn same_dim(mut self, name: &str, other: &str) -> Self {
+        self.same_dims.push((name.to_string(), other.to_string()));
         self
     }
 
@@ -564,13 +590,17 @@ impl Optimizer {
             }
         }
         let prepared;
-        let model = match self.outputs.is_empty() && self.input_shapes.is_empty() {
+        let model = match self.outputs.is_empty()
+            && self.input_shapes.is_empty()
+            && self.same_dims.is_empty()
+        {
             true => model,
             false => {
                 let mut m = match self.outputs.is_empty() {
                     true => model.clone(),
                     false => self.keep_outputs(model)?,
                 };
+                crate::input_shapes::same_dims(&mut m, &self.same_dims)?;
                 crate::input_shapes::set_input_shapes(&mut m, &self.input_shapes)?;
                 prepared = m;
                 &prepared

@@ -192,6 +192,7 @@ def optimize(
     target_opset: Optional[int] = None,
     target: Optional[str] = None,
     input_shapes: Union[None, Mapping[str, Sequence[int]], Iterable[str]] = None,
+    same_dims: Optional[Mapping[str, str]] = None,
     skip_rules: Union[None, str, Iterable[str]] = None,
     outputs: Union[None, str, Iterable[str]] = None,
     cost: Optional[str] = None,
@@ -224,6 +225,10 @@ def optimize(
             says otherwise).
         input_shapes: fix inputs' shapes, ``{"x": [1, 3, 224, 224]}`` or
             ``["x:1,3,224,224"]``; the symbolic dims become those values.
+        same_dims: make inputs' symbolic dims the same size as others, ``{"s15": "s69"}``:
+            each name is replaced in every declaration, the output's included (an assumption
+            about the inputs the model will get, which the check keeps; for example one
+            KV-cache length for every layer where torch's dynamo exporter names one per layer).
         skip_rules: leave out rules, rule files, labels or passes by name.
         outputs: keep only these graph outputs.
         cost: the extraction cost model, ``"latency"`` or ``"nodes"``.
@@ -248,7 +253,8 @@ def optimize(
         CheckMismatch: the result's outputs differ from the original's.
         ModelError: the model cannot be read or fails the checker.
         RuleError: a rule file or rule text is wrong.
-        OptionError: an unknown rule, pipeline or output, a contradicting input shape, or
+        OptionError: an unknown rule, pipeline or output, a contradicting input shape, a
+            ``same_dims`` name no input declares, or
             ``reuse_external_data`` where the output cannot refer to the input's data files.
 
     >>> import onnx_opt
@@ -270,6 +276,7 @@ def optimize(
         target_opset=target_opset,
         target=target,
         input_shapes=_input_shapes(input_shapes),
+        same_dims=[(str(k), str(v)) for k, v in (same_dims or {}).items()],
         skip=_names(skip_rules),
         outputs=_names(outputs),
         cost=cost,

@@ -23,6 +23,7 @@ def optimize(
     target_opset: Optional[int] = None,
     target: Optional[str] = None,
     input_shapes: Sequence[Tuple[str, Sequence[int]]] = ...,
+    same_dims: Sequence[Tuple[str, str]] = ...,
     skip: Sequence[str] = ...,
     outputs: Sequence[str] = ...,
     cost: Optional[str] = None,

@@ -172,6 +172,8 @@ def test_model_error_on_bad_text():
         ({"input_shapes": {"nope": [2, 3]}}, "nope"),
         ({"input_shapes": ["x=2,3"]}, "x=2,3"),
         ({"input_shapes": ["x:2,three"]}, "three"),
+        ({"same_dims": {"M": "N"}}, "same_dims: M"),  # no input declares M
+        ({"same_dims": {"N": "a + b"}}, "a + b"),
         ({"outputs": ["not_an_output"]}, "not_an_output"),
         ({"outputs": ["y", "y"]}, "y"),
         ({"pipeline": "no_such_pipeline"}, "no_such_pipeline"),

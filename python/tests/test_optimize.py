@@ -198,6 +198,30 @@ def test_input_shapes_fold_shape_arithmetic():
     assert_outputs_close(ort_run(fixed, feeds), ort_run(model, feeds))
 
 
+def test_same_dims_tie_symbols_in_the_interface():
+    # The output's dim is an expression over the inputs' symbols, as dynamo declares presents.
+    model = parse(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (float[n, 3] x, float[m, 3] y) => (float[t, 3] z, int64[1] a, int64[1] b) {
+          z = Concat <axis = 0> (x, y)
+          sx = Shape(x)
+          sy = Shape(y)
+          zero = Constant <value = int64[1] {0}> ()
+          one = Constant <value = int64[1] {1}> ()
+          a = Slice(sx, zero, one)
+          b = Slice(sy, zero, one)
+        }"""
+    )
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "n + m"
+    out = onnx_opt.optimize(model, same_dims={"m": "n"})
+    assert _dims(out.graph.input[1]) == ["n", 3]
+    assert _dims(out.graph.output[0]) == ["n + n", 3]
+    assert op_histogram(out)["Shape"] == 1
+    assert op_histogram(onnx_opt.optimize(model))["Shape"] == 2
+    feeds = {"x": np.ones((4, 3), np.float32), "y": np.zeros((4, 3), np.float32)}
+    assert_outputs_close(ort_run(out, feeds), ort_run(model, feeds))
+
+
 def _firings(rep):
     """Firings per rule in the main graph's report, as the report's JSON has them."""
     found = {}

@@ -85,6 +85,7 @@ fn to_py(err: Error) -> PyErr {
     for (flag, argument) in [
         ("--skip ", "skip_rules: "),
         ("--input-shape ", "input_shapes: "),
+        ("--same-dim ", "same_dims: "),
         ("--outputs ", "outputs: "),
     ] {
         if let Some(rest) = message.strip_prefix(flag) {
@@ -194,6 +195,7 @@ fn fill_fields(err: &Error, f: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             "model"
         }
         Error::BadInputShape { .. }
+        | Error::BadDim { .. }
         | Error::BadOutput { .. }
         | Error::UnknownSkip { .. }
         | Error::Pipeline { .. } => "option",
@@ -218,6 +220,7 @@ struct Options {
     target_opset: Option<i64>,
     target: Option<String>,
     input_shapes: Vec<(String, Vec<i64>)>,
+    same_dims: Vec<(String, String)>,
     skip: Vec<String>,
     outputs: Vec<String>,
     cost: Option<String>,
@@ -252,6 +255,9 @@ impl Options {
         }
         if let Some(t) = self.target_opset {
             o = o.target_opset(t);
+        }
+        for (name, other) in &self.same_dims {
+            o = o.same_dim(name, other);
         }
         for (name, dims) in &self.input_shapes {
             o = o.input_shape(name, dims);
@@ -416,7 +422,8 @@ fn optimize_impl(
     path=None, data=None, base_dir=None, output=None, *,
     pipeline="default".to_string(), check=3, require_check=false, rules=vec![],
     rules_text=vec![], builtin_rules=true, target_opset=None, target=None, input_shapes=vec![],
-    skip=vec![], outputs=vec![], cost=None, fold=true, unsafe_rules=false, dims=vec![],
+    same_dims=vec![], skip=vec![], outputs=vec![], cost=None, fold=true, unsafe_rules=false,
+    dims=vec![],
     external_threshold=None, reuse_external_data=false
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -435,6 +442,7 @@ fn optimize(
     target_opset: Option<i64>,
     target: Option<String>,
     input_shapes: Vec<(String, Vec<i64>)>,
+    same_dims: Vec<(String, String)>,
     skip: Vec<String>,
     outputs: Vec<String>,
     cost: Option<String>,
@@ -455,6 +463,7 @@ fn optimize(
         target_opset,
         target,
         input_shapes,
+        same_dims,
         skip,
         outputs,
         cost,

@@ -166,6 +166,9 @@ fn optimize(args: super::OptimizeArgs) -> Result<u8> {
     for s in &args.out.skip {
         optimizer = optimizer.skip(s);
     }
+    for (name, other) in &args.same_dims {
+        optimizer = optimizer.same_dim(name, other);
+    }
     for (name, dims) in &args.input_shapes {
         optimizer = optimizer.input_shape(name, dims);
     }

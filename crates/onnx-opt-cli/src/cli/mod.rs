@@ -110,6 +110,12 @@ pub struct OptimizeArgs {
     /// the output model, and shape arithmetic folds through them.
     #[arg(long = "input-shape", value_name = "NAME:D1,D2,...", value_parser = parse_input_shape)]
     pub input_shapes: Vec<(String, Vec<i64>)>,
+    /// Make an inputs' symbolic dim the same size as another (repeatable): `--same-dim
+    /// s15=s69` renames it in every declaration, the output's too. An assumption about the
+    /// inputs the model will get, which the check keeps (for example one KV-cache length for
+    /// every layer, where torch's dynamo exporter names one per layer).
+    #[arg(long = "same-dim", value_name = "NAME=OTHER", value_parser = parse_same_dim)]
+    pub same_dims: Vec<(String, String)>,
     /// Keep only these graph outputs, in this order (`--outputs a b` or `--outputs a,b`); what
     /// only the others needed is removed.
     #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
@@ -274,6 +280,15 @@ fn parse_input_shape(s: &str) -> anyhow::Result<(String, Vec<i64>)> {
             .collect::<anyhow::Result<_>>()?,
     };
     Ok((name.to_string(), dims))
+}
+
+fn parse_same_dim(s: &str) -> anyhow::Result<(String, String)> {
+    match s.split_once('=') {
+        Some((name, other)) if !name.trim().is_empty() && !other.trim().is_empty() => {
+            Ok((name.trim().to_string(), other.trim().to_string()))
+        }
+        _ => anyhow::bail!("expected NAME=OTHER, got '{s}'"),
+    }
 }
 
 /// Arguments of `run`.

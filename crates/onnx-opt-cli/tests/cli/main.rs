@@ -570,3 +570,63 @@ g (float[batch, 3] x) => (float[batch, 3] y, int64[2] s) {
     let o = onnx_opt(&[&m, &"-o", &out, &"--input-shape", &"x:4,-1"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
 }
+
+#[test]
+fn same_dim_ties_symbols_in_every_declaration_and_the_layers_share_their_shape_work() {
+    // Two "layers", each with a cache of its own length symbol (as torch's dynamo exporter
+    // names them), each computing its total length: tied, one computation serves both.
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("dyn.onnxtxt");
+    std::fs::write(
+        &m,
+        r#"<ir_version: 8, opset_import: ["" : 13]>
+g (float[b, s] x, float[b, p0] c0, float[b, p1] c1) => (int64[1] n0, int64[1] n1) {
+  y0 = Concat <axis = 1> (c0, x)
+  y1 = Concat <axis = 1> (c1, x)
+  t0 = Shape(y0)
+  t1 = Shape(y1)
+  one = Constant <value = int64[1] {1}> ()
+  two = Constant <value = int64[1] {2}> ()
+  n0 = Slice(t0, one, two)
+  n1 = Slice(t1, one, two)
+}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = onnx_opt(&[&m, &"-o", &out, &"--same-dim", &"p1=p0", &"--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&onnx_opt(&[&"print", &out]));
+    assert!(
+        text.contains("(float[b,s] x, float[b,p0] c0, float[b,p0] c1) => (int64[1] n0"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("Shape").count(),
+        1,
+        "one Shape for both: {text}"
+    );
+    std::fs::remove_file(&out).unwrap();
+    let o = onnx_opt(&[&m, &"-o", &out, &"--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&onnx_opt(&[&"print", &out]));
+    assert_eq!(
+        text.matches("Shape").count(),
+        2,
+        "untied, each its own: {text}"
+    );
+    std::fs::remove_file(&out).unwrap();
+    for (tie, why) in [
+        (
+            "q=p0",
+            "--same-dim q: no input of the model has a dim of that name (their symbolic dims: b, p0, p1, s)",
+        ),
+        ("p1=p0 + s", "--same-dim p1: 'p0 + s' is not a plain name"),
+    ] {
+        let o = onnx_opt(&[&m, &"-o", &out, &"--same-dim", &tie]);
+        assert_eq!(o.status.code(), Some(1), "{tie}");
+        assert!(stderr(&o).contains(why), "{}", stderr(&o));
+        assert!(!out.exists(), "nothing is written");
+    }
+    let o = onnx_opt(&[&m, &"-o", &out, &"--same-dim", &"p1"]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+}
