@@ -96,12 +96,21 @@ pub(crate) fn set_input_shapes(
         }
     }
     // One symbol is one size: every declaration of the main graph that names it.
-    let fix = |ty: &mut TypeProto| {
+    rewrite_dim_params(g, |p| {
+        symbols.get(p).map(|&v| dimension::Value::DimValue(v))
+    });
+    Ok(())
+}
+
+/// Every symbolic dim of every tensor type the main graph declares (its values' types, and the
+/// declarations kept as in the file) becomes what `f` gives for its name, where it gives one.
+fn rewrite_dim_params(g: &mut onnx_ir::Graph, mut f: impl FnMut(&str) -> Option<dimension::Value>) {
+    let mut fix = |ty: &mut TypeProto| {
         if let Some(type_proto::Value::TensorType(t)) = ty.value.as_mut() {
             for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
                 if let Some(dimension::Value::DimParam(p)) = &d.value {
-                    if let Some(&v) = symbols.get(p) {
-                        d.value = Some(dimension::Value::DimValue(v));
+                    if let Some(new) = f(p) {
+                        d.value = Some(new);
                     }
                 }
             }
@@ -117,7 +126,6 @@ pub(crate) fn set_input_shapes(
             fix(ty);
         }
     }
-    Ok(())
 }
 
 /// Whether `s` is a plain identifier, the only kind of symbol `--same-dim` renames.
@@ -219,28 +227,9 @@ pub(crate) fn same_dims(model: &mut Model, ties: &[(String, String)]) -> Result<
             continue;
         }
         renamed.insert(name.clone(), to.clone());
-        let fix = |ty: &mut TypeProto| {
-            if let Some(type_proto::Value::TensorType(t)) = ty.value.as_mut() {
-                for d in t.shape.iter_mut().flat_map(|s| s.dim.iter_mut()) {
-                    let Some(dimension::Value::DimParam(p)) = &d.value else {
-                        continue;
-                    };
-                    if let Some(renamed) = rename_tokens(p, name, to) {
-                        d.value = Some(dimension::Value::DimParam(renamed));
-                    }
-                }
-            }
-        };
-        for v in g.values.iter_mut() {
-            if let Some(ty) = v.ty.as_mut() {
-                fix(ty);
-            }
-        }
-        for o in g.info_overrides.values_mut() {
-            if let Some(ty) = o.proto.r#type.as_mut() {
-                fix(ty);
-            }
-        }
+        rewrite_dim_params(g, |p| {
+            rename_tokens(p, name, to).map(dimension::Value::DimParam)
+        });
     }
     Ok(())
 }
