@@ -58,6 +58,7 @@ pub struct Optimizer {
     outputs: Vec<String>,
     /// Fixed shapes of graph inputs.
     input_shapes: Vec<(String, Vec<i64>)>,
+    /// Symbolic dims of the inputs made the same as others (`--same-dim NAME=OTHER`).
     same_dims: Vec<(String, String)>,
     /// The default-domain opset a model below it is converted to when no target opset is
     /// given ([`Optimizer::target`]: the fused ops a runtime's rewrites start from).

@@ -289,6 +289,18 @@ impl Monomial {
         }
     }
 
+    /// The product of `dims`; `None` when one is unknown, or on overflow.
+    pub(crate) fn product_of(dims: &[SymDim]) -> Option<Monomial> {
+        let mut acc = Monomial {
+            coef: 1,
+            factors: Vec::new(),
+        };
+        for dim in dims {
+            acc = acc.times(&Monomial::of(dim)?)?;
+        }
+        Some(acc)
+    }
+
     /// `self * other`; `None` on overflow.
     fn times(&self, other: &Monomial) -> Option<Monomial> {
         let mut factors = self.factors.clone();
@@ -346,20 +358,7 @@ pub(crate) fn product(dims: &[SymDim]) -> SymDim {
     if dims.iter().any(|d| d.is(0)) {
         return SymDim::Known(0);
     }
-    let mut acc = Monomial {
-        coef: 1,
-        factors: Vec::new(),
-    };
-    for dim in dims {
-        let Some(m) = Monomial::of(dim) else {
-            return SymDim::Unknown;
-        };
-        match acc.times(&m) {
-            Some(next) => acc = next,
-            None => return SymDim::Unknown,
-        }
-    }
-    acc.to_dim()
+    Monomial::product_of(dims).map_or(SymDim::Unknown, |m| m.to_dim())
 }
 
 /// `a + b` on symbolic scalars: known when both are known, `p + 0 = p`, and the sum of two

@@ -131,23 +131,10 @@ fn reshape(ctx: &NodeCtx<'_>) -> Result<Vec<Out>, InferError> {
 /// times named factors, [`dims::Monomial`]), `others`' factors cancelled from `input`'s.
 /// `Err(None)`: not determined; `Err(Some(reason))`: impossible.
 fn solve_element_count(input: &[SymDim], others: &[SymDim]) -> Result<SymDim, Option<String>> {
-    let monomial = |ds: &[SymDim]| -> Option<dims::Monomial> {
-        let mut acc = dims::Monomial::of(&SymDim::Known(1))?;
-        for d in ds {
-            let m = dims::Monomial::of(d)?;
-            acc = dims::Monomial {
-                coef: acc.coef.checked_mul(m.coef)?,
-                factors: {
-                    let mut f = acc.factors;
-                    f.extend(m.factors);
-                    f.sort();
-                    f
-                },
-            };
-        }
-        Some(acc)
-    };
-    let (Some(whole), Some(part)) = (monomial(input), monomial(others)) else {
+    let (Some(whole), Some(part)) = (
+        dims::Monomial::product_of(input),
+        dims::Monomial::product_of(others),
+    ) else {
         return Err(None);
     };
     if part.coef == 0 {
