@@ -7,7 +7,8 @@ use crate::dtype::DType;
 use crate::error::{RefError, Result};
 use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::minifloat;
-use crate::tensor::{array_from_vec, Tensor};
+use crate::tensor::{array_from_vec, Array, Tensor};
+use super::matmul::matmul_of;
 use crate::value::Value;
 
 pub(crate) fn register_all(reg: &mut KernelRegistry) {
@@ -213,69 +214,46 @@ fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result
     ])
 }
 
-/// `(a - a_zp) @ (b - b_zp)` in i64 for 2-D or batched operands; zero points are scalars, or
-/// per row of A / per column of B.
+/// `(A - a_zp) · (B - b_zp)`, batched and broadcast like MatMul (1-D operands too), as exact
+/// integers held in f64. `a_zp` is a scalar or one value per row of A, `b_zp` a scalar or one
+/// per column of B. The centred operands are multiplied in f64 by the crate's GEMM: with the
+/// 8-bit operands the schemas allow, every product is at most 2^16 and every partial sum an
+/// integer below 2^53 for any K under 2^37, so the sums are exact in any order.
 fn int_matmul(
     a: &Tensor,
     b: &Tensor,
     a_zp: Option<&Tensor>,
     b_zp: Option<&Tensor>,
 ) -> Result<(Vec<usize>, Vec<f64>)> {
-    let av = a.to_i64_vec()?;
-    let bv = b.to_i64_vec()?;
-    let azp = a_zp
-        .map(|t| t.to_i64_vec())
-        .transpose()?
-        .unwrap_or_else(|| vec![0]);
-    let bzp = b_zp
-        .map(|t| t.to_i64_vec())
-        .transpose()?
-        .unwrap_or_else(|| vec![0]);
-    let (m, k) = match a.shape() {
-        [.., m, k] => (*m, *k),
-        [k] => (1, *k),
-        _ => return Err(RefError::op("A must have rank >= 1")),
-    };
-    let (k2, n) = match b.shape() {
-        [.., k, n] => (*k, *n),
-        _ => return Err(RefError::op("B must have rank >= 2")),
-    };
-    if k != k2 {
-        return Err(RefError::op(format!(
-            "inner dimensions differ: {:?} x {:?}",
-            a.shape(),
-            b.shape()
-        )));
+    if a.rank() == 0 || b.rank() == 0 {
+        return Err(RefError::op("MatMul operands must have rank >= 1"));
     }
-    let ab = av.len() / (m * k).max(1);
-    let bb = bv.len() / (k * n).max(1);
-    let batch = ab.max(bb);
-    let mut out = vec![0f64; batch * m * n];
-    for bi in 0..batch {
-        let ao = (bi % ab.max(1)) * m * k;
-        let bo = (bi % bb.max(1)) * k * n;
-        for i in 0..m {
-            let za = azp[i % azp.len()];
-            for j in 0..n {
-                let zb = bzp[j % bzp.len()];
-                let mut acc = 0i64;
-                for p in 0..k {
-                    acc += (av[ao + i * k + p] - za) * (bv[bo + p * n + j] - zb);
-                }
-                out[(bi * m + i) * n + j] = acc as f64;
-            }
-        }
-    }
-    let mut shape: Vec<usize> = if a.rank() >= b.rank() {
-        a.shape()[..a.rank().saturating_sub(2)].to_vec()
-    } else {
-        b.shape()[..b.rank() - 2].to_vec()
+    let zero_points = |t: Option<&Tensor>| -> Result<Vec<f64>> {
+        let z = t.map(|t| t.to_i64_vec()).transpose()?.unwrap_or_default();
+        Ok(if z.is_empty() {
+            vec![0.0]
+        } else {
+            z.into_iter().map(|v| v as f64).collect()
+        })
     };
-    if a.rank() > 1 {
-        shape.push(m);
-    }
-    shape.push(n);
-    Ok((shape, out))
+    let (azp, bzp) = (zero_points(a_zp)?, zero_points(b_zp)?);
+    let k = a.shape()[a.rank() - 1];
+    let m = if a.rank() == 1 { 1 } else { a.shape()[a.rank() - 2] };
+    let n = if b.rank() == 1 { 1 } else { b.shape()[b.rank() - 1] };
+    let centred = |t: &Tensor, z: &[f64], index: &dyn Fn(usize) -> usize| -> Result<Array<f64>> {
+        let v = t.to_i64_vec()?;
+        let data = v
+            .into_iter()
+            .enumerate()
+            .map(|(f, x)| x as f64 - z[index(f) % z.len()])
+            .collect();
+        array_from_vec(t.shape(), data)
+    };
+    let av = centred(a, &azp, &|f| (f / k.max(1)) % m.max(1))?;
+    let bv = centred(b, &bzp, &|f| f % n.max(1))?;
+    let out = matmul_of(&av, &bv)?;
+    let shape = out.shape().to_vec();
+    Ok((shape, out.iter().copied().collect()))
 }
 
 fn matmul_integer(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
