@@ -244,3 +244,42 @@ def test_other_optimum_decoders(name):
     for b, s, p, pad in ORT_CASES:
         feeds = _feeds(original, b, s, p, pad)
         assert_outputs_close(ort_run(lowered, feeds), ort_run(original, feeds))
+
+
+#: Float16 models as users make them from a float32 export: onnxruntime's converter
+#: (`onnxruntime.transformers.float16.convert_float_to_float16`, every float tensor and input
+#: in float16). Torch's SDPA decomposition then scales Q and K^T each by a float16 sqrt(scale),
+#: which is Attention's own scaling (`attention_sqrt_scaled*` in rules/fusion.rules).
+FLOAT16 = [OPTIMUM / "llama_optimum", OPTIMUM / "qwen3_optimum", OPTIMUM / "gemma2_optimum",
+           HF / "llama_torchscript_opset17", HF / "llama_dynamo_opset18"]
+
+
+@pytest.mark.parametrize("folder", FLOAT16, ids=[d.name for d in FLOAT16])
+def test_float16_decoders_fuse_and_stay_as_close_to_float32(folder):
+    """Each float16 decoder fuses one Attention per layer, at opset 23 and for onnxruntime
+    (`unsafe_rules`: Optimum's and dynamo's -inf masks), and in onnxruntime its outputs on the
+    stored inputs are at least as close to the float32 export's as the unfused float16 model's
+    are (within 1e-3: the fused kernels accumulate in float, the export rounds every step to
+    float16, so the fused model is usually the closer one)."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    original = onnx.load(str(folder / "model.onnx"))
+    half = convert_float_to_float16(onnx.load(str(folder / "model.onnx")), keep_io_types=False,
+                                    disable_shape_infer=True)
+    feeds = load_data_set(folder)[0]
+    half_feeds = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    reference = ort_run(original, feeds)
+    unfused = ort_run(half, half_feeds)
+    for options in ({"target_opset": 23}, {"target": "onnxruntime"}):
+        fused = onnx_opt.optimize(half, unsafe_rules=True, **options)
+        onnx.checker.check_model(fused)
+        ops = op_histogram(fused)
+        assert ops["Attention"] + ops["GroupQueryAttention"] + ops["MultiHeadAttention"] == 2, (options, ops)
+        assert ops["Softmax"] == 0, (options, ops)
+        actual = ort_run(fused, half_feeds)
+        for name, want in reference.items():
+            got = actual[name].astype(np.float64)
+            assert not np.isnan(got).any(), name
+            fused_err = np.abs(got - want).max()
+            unfused_err = np.abs(unfused[name].astype(np.float64) - want).max()
+            assert fused_err <= unfused_err + 1e-3, (options, name, fused_err, unfused_err)
