@@ -25,6 +25,67 @@ pub(crate) fn register_all(reg: &mut KernelRegistry) {
     reg.register("", "QLinearMatMul", 10, LATEST, qlinear_matmul);
 }
 
+/// Where each element of a tensor of `shape` finds its scale or zero point: the parameter
+/// (`p_len` values of shape `p_shape`) is one value, one per index of `axis`, or blocked along
+/// `axis` (`block` > 0), with the parameter's shape checked once.
+enum ParamIndex {
+    Scalar,
+    PerAxis { inner: usize, dim: usize },
+    Blocked { inner: usize, dim: usize, pdim: usize, block: usize },
+}
+
+impl ParamIndex {
+    fn new(p_len: usize, p_shape: &[usize], shape: &[usize], axis: Result<usize>, block: usize) -> Result<Self> {
+        if p_len == 1 {
+            return Ok(ParamIndex::Scalar);
+        }
+        // The axis only matters (and must be valid) for per-axis and blocked parameters.
+        let axis = axis?;
+        let inner: usize = shape[axis + 1..].iter().product();
+        let dim = shape[axis];
+        if block == 0 {
+            if p_len != dim {
+                return Err(RefError::op(format!(
+                    "per-axis parameter has {p_len} values for dimension {dim}"
+                )));
+            }
+            return Ok(ParamIndex::PerAxis { inner, dim });
+        }
+        // Blocked: the parameter has the input's rank, with ceil(dim / block) along `axis`.
+        if p_shape.len() != shape.len() {
+            return Err(RefError::op("blocked parameter must have the input's rank"));
+        }
+        let pdim = p_shape[axis];
+        if pdim != dim.div_ceil(block) {
+            return Err(RefError::op(format!(
+                "blocked parameter dim {pdim} does not fit {dim} / block {block}"
+            )));
+        }
+        Ok(ParamIndex::Blocked { inner, dim, pdim, block })
+    }
+
+    /// Calls `f(element, parameter index)` for every element of `y`, in order, with the
+    /// indices counted by nested loops (no division per element).
+    fn for_each(&self, y: &mut [f64], mut f: impl FnMut(&mut f64, usize)) {
+        match *self {
+            ParamIndex::Scalar => y.iter_mut().for_each(|v| f(v, 0)),
+            ParamIndex::PerAxis { inner, dim } => {
+                for (i, chunk) in y.chunks_mut(inner.max(1)).enumerate() {
+                    let p = i % dim.max(1);
+                    chunk.iter_mut().for_each(|v| f(v, p));
+                }
+            }
+            ParamIndex::Blocked { inner, dim, pdim, block } => {
+                for (i, chunk) in y.chunks_mut(inner.max(1)).enumerate() {
+                    let (o, c) = (i / dim.max(1), i % dim.max(1));
+                    let base = (o * pdim + c / block) * inner;
+                    chunk.iter_mut().enumerate().for_each(|(r, v)| f(v, base + r));
+                }
+            }
+        }
+    }
+}
+
 /// A scale or zero-point expanded to one value per element of a tensor of `shape`.
 fn expand_param(
     p: &[f64],
@@ -34,41 +95,10 @@ fn expand_param(
     block: usize,
 ) -> Result<Vec<f64>> {
     let n: usize = shape.iter().product();
-    if p.len() == 1 {
-        return Ok(vec![p[0]; n]);
-    }
-    // The axis only matters (and must be valid) for per-axis and blocked parameters.
-    let axis = axis?;
-    let inner: usize = shape[axis + 1..].iter().product();
-    let dim = shape[axis];
-    if block == 0 {
-        if p.len() != dim {
-            return Err(RefError::op(format!(
-                "per-axis parameter has {} values for dimension {dim}",
-                p.len()
-            )));
-        }
-        return Ok((0..n).map(|i| p[(i / inner) % dim]).collect());
-    }
-    // Blocked: the parameter has the input's rank, with ceil(dim / block) along `axis`.
-    if p_shape.len() != shape.len() {
-        return Err(RefError::op("blocked parameter must have the input's rank"));
-    }
-    let pdim = p_shape[axis];
-    if pdim != dim.div_ceil(block) {
-        return Err(RefError::op(format!(
-            "blocked parameter dim {pdim} does not fit {dim} / block {block}"
-        )));
-    }
-    let outer_stride = dim * inner;
-    Ok((0..n)
-        .map(|i| {
-            let o = i / outer_stride;
-            let c = (i / inner) % dim;
-            let r = i % inner;
-            p[(o * pdim + c / block) * inner + r]
-        })
-        .collect())
+    let index = ParamIndex::new(p.len(), p_shape, shape, axis, block)?;
+    let mut out = vec![0.0; n];
+    index.for_each(&mut out, |v, i| *v = p[i]);
+    Ok(out)
 }
 
 fn int_bounds(d: DType) -> Option<(f64, f64)> {
@@ -164,27 +194,34 @@ pub(crate) fn dequantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> R
     let zp = ctx.opt_input(inputs, 2)?;
     let (axis, block) = axis_and_block(ctx, x.rank())?;
     let shape = x.shape().to_vec();
-    let xs = x.to_f64_vec().map_err(|e| e.in_node(&ctx.node_ref()))?;
-    let s = param(ctx, scale, &shape, &axis, block)?;
+    let in_node = |e: RefError| e.in_node(&ctx.node_ref());
+    let axis_of = || match &axis {
+        Ok(a) => Ok(*a),
+        Err(e) => Err(RefError::op(e.to_string())),
+    };
+    // The parameters stay one value per scale (not one per element): each element finds its
+    // own through the index, in the single pass that computes it.
+    let s = scale.to_f64_vec().map_err(in_node)?;
+    let s_index = ParamIndex::new(s.len(), scale.shape(), &shape, axis_of(), block).map_err(in_node)?;
     let z = match zp {
-        Some(z) => param(ctx, z, &shape, &axis, block)?,
-        None => vec![0.0; xs.len()],
+        Some(z) => {
+            let v = z.to_f64_vec().map_err(in_node)?;
+            let index = ParamIndex::new(v.len(), z.shape(), &shape, axis_of(), block).map_err(in_node)?;
+            Some((v, index))
+        }
+        None => None,
     };
     let out_dtype = match ctx.attr_int("output_dtype", 0)? {
         0 => scale.dtype(),
         code => DType::from_code(code as i32)
             .ok_or_else(|| ctx.err(format!("unknown output_dtype {code}")))?,
     };
-    let y: Vec<f64> = xs
-        .iter()
-        .zip(&s)
-        .zip(&z)
-        .map(|((x, s), z)| (x - z) * s)
-        .collect();
-    one(super::cast_tensor(
-        &Tensor::from_vec(&shape, y)?,
-        out_dtype,
-    )?)
+    let mut y = x.to_f64_vec().map_err(in_node)?;
+    if let Some((zv, zi)) = &z {
+        zi.for_each(&mut y, |v, i| *v -= zv[i]);
+    }
+    s_index.for_each(&mut y, |v, i| *v *= s[i]);
+    one(super::cast_tensor(&Tensor::from_vec(&shape, y)?, out_dtype)?)
 }
 
 fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
