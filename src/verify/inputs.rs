@@ -489,6 +489,68 @@ pub(crate) fn search_dims(
     }
 }
 
+/// Dims the search found (`found`, where `run` succeeds) made as small as they go: each group
+/// of params that share a value, then each param alone, moved to the smallest candidate below
+/// its value under which `run` still succeeds (never to `avoid`, the realistic dims the trials
+/// already take). A move such as "every param to 64" that got the search past one constraint
+/// (a head size of 64 named by a dim param) leaves the others larger than they need to be, and
+/// the check's trials then run the model on a batch of 64 sequences of 64 tokens. Smaller dims
+/// are as much inputs of the model (the search starts from every param at 1); the trials take
+/// seconds instead of minutes. At most `MIN_RUNS` runs and `MIN_TIME`.
+pub(crate) fn shrink(
+    mut found: BTreeMap<String, i64>,
+    params: &[String],
+    candidates: &[i64],
+    run: &mut dyn FnMut(&BTreeMap<String, i64>) -> Attempt,
+    avoid: Option<&BTreeMap<String, i64>>,
+) -> BTreeMap<String, i64> {
+    let t0 = Instant::now();
+    let mut groups: Vec<Vec<&String>> = Vec::new();
+    let mut values: Vec<i64> = params
+        .iter()
+        .filter_map(|p| found.get(p).copied())
+        .collect();
+    values.sort_unstable();
+    values.dedup();
+    for v in values {
+        let group: Vec<&String> = params
+            .iter()
+            .filter(|p| found.get(*p) == Some(&v))
+            .collect();
+        if group.len() > 1 {
+            groups.push(group);
+        }
+    }
+    groups.extend(params.iter().map(|p| vec![p]));
+    let mut runs = 0;
+    for group in groups {
+        let Some(&now) = group.first().and_then(|p| found.get(*p)) else {
+            continue;
+        };
+        if group.iter().any(|p| found.get(*p) != Some(&now)) {
+            continue; // an earlier move changed part of the group
+        }
+        for &v in candidates.iter().filter(|&&v| v < now) {
+            let mut trial = found.clone();
+            for p in &group {
+                trial.insert((*p).clone(), v);
+            }
+            if Some(&trial) == avoid {
+                continue;
+            }
+            if runs >= MIN_RUNS || t0.elapsed() > MIN_TIME {
+                return found;
+            }
+            runs += 1;
+            if run(&trial).is_ok() {
+                found = trial;
+                break;
+            }
+        }
+    }
+    found
+}
+
 /// The values that carry a graph input's integers unchanged (Cast, Identity, reshapes), each
 /// mapped to that input (the inputs to themselves).
 fn input_origins(g: &onnx_proto::GraphProto) -> BTreeMap<String, String> {

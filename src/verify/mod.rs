@@ -350,6 +350,15 @@ pub fn compare_models_on(
         draws.set(SEARCH_DRAWS);
         (searched, failure) = inputs::search_dims(dims.clone(), &params, &candidates, &mut attempt);
     }
+    if failure.is_none() {
+        searched = inputs::shrink(
+            searched,
+            &params,
+            &candidates,
+            &mut attempt,
+            realistic.as_ref(),
+        );
+    }
     // Where no dims let the original run on drawn values, the values of its small integer
     // inputs are searched too (from `start`'s dims).
     // Inputs the boundary feeds (outputs of cut-out nodes) are drawn by the cut, not searched.
