@@ -2,13 +2,13 @@
 //! integer, 4-bit, 2-bit and float8 types), DynamicQuantizeLinear, MatMulInteger and
 //! QLinearMatMul. Arithmetic is done in f64 and rounded half to even, as numpy does.
 
+use super::matmul::matmul_of;
 use super::{norm_axis, one};
 use crate::dtype::DType;
 use crate::error::{RefError, Result};
 use crate::kernel::{KernelCtx, KernelRegistry, LATEST};
 use crate::minifloat;
 use crate::tensor::{array_from_vec, Array, Tensor};
-use super::matmul::matmul_of;
 use crate::value::Value;
 
 pub(crate) fn register_all(reg: &mut KernelRegistry) {
@@ -30,12 +30,26 @@ pub(crate) fn register_all(reg: &mut KernelRegistry) {
 /// `axis` (`block` > 0), with the parameter's shape checked once.
 enum ParamIndex {
     Scalar,
-    PerAxis { inner: usize, dim: usize },
-    Blocked { inner: usize, dim: usize, pdim: usize, block: usize },
+    PerAxis {
+        inner: usize,
+        dim: usize,
+    },
+    Blocked {
+        inner: usize,
+        dim: usize,
+        pdim: usize,
+        block: usize,
+    },
 }
 
 impl ParamIndex {
-    fn new(p_len: usize, p_shape: &[usize], shape: &[usize], axis: Result<usize>, block: usize) -> Result<Self> {
+    fn new(
+        p_len: usize,
+        p_shape: &[usize],
+        shape: &[usize],
+        axis: Result<usize>,
+        block: usize,
+    ) -> Result<Self> {
         if p_len == 1 {
             return Ok(ParamIndex::Scalar);
         }
@@ -61,7 +75,12 @@ impl ParamIndex {
                 "blocked parameter dim {pdim} does not fit {dim} / block {block}"
             )));
         }
-        Ok(ParamIndex::Blocked { inner, dim, pdim, block })
+        Ok(ParamIndex::Blocked {
+            inner,
+            dim,
+            pdim,
+            block,
+        })
     }
 
     /// Calls `f(element, parameter index)` for every element of `y`, in order, with the
@@ -75,11 +94,19 @@ impl ParamIndex {
                     chunk.iter_mut().for_each(|v| f(v, p));
                 }
             }
-            ParamIndex::Blocked { inner, dim, pdim, block } => {
+            ParamIndex::Blocked {
+                inner,
+                dim,
+                pdim,
+                block,
+            } => {
                 for (i, chunk) in y.chunks_mut(inner.max(1)).enumerate() {
                     let (o, c) = (i / dim.max(1), i % dim.max(1));
                     let base = (o * pdim + c / block) * inner;
-                    chunk.iter_mut().enumerate().for_each(|(r, v)| f(v, base + r));
+                    chunk
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(r, v)| f(v, base + r));
                 }
             }
         }
@@ -202,11 +229,13 @@ pub(crate) fn dequantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> R
     // The parameters stay one value per scale (not one per element): each element finds its
     // own through the index, in the single pass that computes it.
     let s = scale.to_f64_vec().map_err(in_node)?;
-    let s_index = ParamIndex::new(s.len(), scale.shape(), &shape, axis_of(), block).map_err(in_node)?;
+    let s_index =
+        ParamIndex::new(s.len(), scale.shape(), &shape, axis_of(), block).map_err(in_node)?;
     let z = match zp {
         Some(z) => {
             let v = z.to_f64_vec().map_err(in_node)?;
-            let index = ParamIndex::new(v.len(), z.shape(), &shape, axis_of(), block).map_err(in_node)?;
+            let index =
+                ParamIndex::new(v.len(), z.shape(), &shape, axis_of(), block).map_err(in_node)?;
             Some((v, index))
         }
         None => None,
@@ -221,7 +250,10 @@ pub(crate) fn dequantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> R
         zi.for_each(&mut y, |v, i| *v -= zv[i]);
     }
     s_index.for_each(&mut y, |v, i| *v *= s[i]);
-    one(super::cast_tensor(&Tensor::from_vec(&shape, y)?, out_dtype)?)
+    one(super::cast_tensor(
+        &Tensor::from_vec(&shape, y)?,
+        out_dtype,
+    )?)
 }
 
 fn dynamic_quantize_linear(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
@@ -275,8 +307,16 @@ fn int_matmul(
     };
     let (azp, bzp) = (zero_points(a_zp)?, zero_points(b_zp)?);
     let k = a.shape()[a.rank() - 1];
-    let m = if a.rank() == 1 { 1 } else { a.shape()[a.rank() - 2] };
-    let n = if b.rank() == 1 { 1 } else { b.shape()[b.rank() - 1] };
+    let m = if a.rank() == 1 {
+        1
+    } else {
+        a.shape()[a.rank() - 2]
+    };
+    let n = if b.rank() == 1 {
+        1
+    } else {
+        b.shape()[b.rank() - 1]
+    };
     let centred = |t: &Tensor, z: &[f64], index: &dyn Fn(usize) -> usize| -> Result<Array<f64>> {
         let v = t.to_i64_vec()?;
         let data = v
@@ -332,4 +372,108 @@ fn qlinear_matmul(ctx: &KernelCtx, inputs: &[Option<&Value>]) -> Result<Vec<Valu
         .map(|v| ((v * scale).round_ties_even() + zp).clamp(lo, hi))
         .collect();
     one(super::cast_tensor(&Tensor::from_vec(&shape, y)?, target)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(a - a_zp) · (b - b_zp)` by the definition: numpy's matmul broadcasting over batch
+    /// dims (both operands at least 2-D here), one loop per output element.
+    fn naive(
+        a: &[i64],
+        ash: &[usize],
+        b: &[i64],
+        bsh: &[usize],
+        azp: &[i64],
+        bzp: &[i64],
+    ) -> (Vec<usize>, Vec<f64>) {
+        let (m, k, n) = (ash[ash.len() - 2], ash[ash.len() - 1], bsh[bsh.len() - 1]);
+        let (abatch, bbatch) = (&ash[..ash.len() - 2], &bsh[..bsh.len() - 2]);
+        let rank = abatch.len().max(bbatch.len());
+        let pad = |s: &[usize]| [vec![1; rank - s.len()], s.to_vec()].concat();
+        let (pa, pb) = (pad(abatch), pad(bbatch));
+        let batch: Vec<usize> = pa.iter().zip(&pb).map(|(x, y)| *x.max(y)).collect();
+        let total: usize = batch.iter().product();
+        let mut out = Vec::new();
+        for t in 0..total {
+            let (mut rem, mut ia, mut ib, mut sa, mut sb) = (t, 0, 0, 1, 1);
+            for d in (0..rank).rev() {
+                let i = rem % batch[d];
+                rem /= batch[d];
+                ia += (i % pa[d]) * sa;
+                ib += (i % pb[d]) * sb;
+                sa *= pa[d];
+                sb *= pb[d];
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = 0i64;
+                    for p in 0..k {
+                        let x = a[(ia * m + i) * k + p] - azp[i % azp.len()];
+                        let y = b[(ib * k + p) * n + j] - bzp[j % bzp.len()];
+                        acc += x * y;
+                    }
+                    out.push(acc as f64);
+                }
+            }
+        }
+        let mut shape = batch;
+        shape.extend([m, n]);
+        (shape, out)
+    }
+
+    #[test]
+    fn int_matmul_broadcasts_batches_and_centres_rows_and_columns() {
+        let cases: [(&[usize], &[usize], usize, usize); 4] = [
+            (&[2, 3, 4], &[4, 5], 3, 5),
+            (&[3, 4], &[2, 4, 5], 1, 5),
+            (&[2, 1, 3, 4], &[3, 4, 5], 3, 1),
+            (&[1, 3, 4], &[2, 4, 5], 1, 1),
+        ];
+        for (ash, bsh, azp_len, bzp_len) in cases {
+            let count = |s: &[usize]| s.iter().product::<usize>();
+            let a: Vec<u8> = (0..count(ash)).map(|i| (i * 37 % 256) as u8).collect();
+            let b: Vec<i8> = (0..count(bsh))
+                .map(|i| ((i * 53 % 256) as i64 - 128) as i8)
+                .collect();
+            let azp: Vec<u8> = (0..azp_len).map(|i| (100 + 7 * i) as u8).collect();
+            let bzp: Vec<i8> = (0..bzp_len).map(|i| (3 * i as i64 - 5) as i8).collect();
+            let zp_shape = |n: usize| if n == 1 { vec![] } else { vec![n] };
+            let (got_shape, got) = int_matmul(
+                &Tensor::from_vec(ash, a.clone()).unwrap(),
+                &Tensor::from_vec(bsh, b.clone()).unwrap(),
+                Some(&Tensor::from_vec(&zp_shape(azp_len), azp.clone()).unwrap()),
+                Some(&Tensor::from_vec(&zp_shape(bzp_len), bzp.clone()).unwrap()),
+            )
+            .unwrap();
+            let wide = |v: &[i64]| v.to_vec();
+            let (want_shape, want) = naive(
+                &wide(&a.iter().map(|&x| x as i64).collect::<Vec<_>>()),
+                ash,
+                &wide(&b.iter().map(|&x| x as i64).collect::<Vec<_>>()),
+                bsh,
+                &azp.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                &bzp.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+            );
+            assert_eq!((got_shape, got), (want_shape, want), "{ash:?} x {bsh:?}");
+        }
+    }
+
+    #[test]
+    fn int_matmul_takes_one_dimensional_operands_as_matmul_does() {
+        let a = Tensor::from_vec(&[3], vec![1u8, 2, 3]).unwrap();
+        let b = Tensor::from_vec(&[3, 2], vec![1u8, 2, 3, 4, 5, 6]).unwrap();
+        assert_eq!(
+            int_matmul(&a, &b, None, None).unwrap(),
+            (vec![2], vec![22.0, 28.0])
+        );
+        let m = Tensor::from_vec(&[2, 3], vec![1u8, 2, 3, 4, 5, 6]).unwrap();
+        assert_eq!(
+            int_matmul(&m, &a, None, None).unwrap(),
+            (vec![2], vec![14.0, 32.0])
+        );
+        let bad = Tensor::from_vec(&[2], vec![1u8, 2]).unwrap();
+        assert!(int_matmul(&bad, &b, None, None).is_err());
+    }
 }
