@@ -1216,3 +1216,44 @@ pub(crate) fn searched_values(name: &str, v: Value, dims: &BTreeMap<String, i64>
     };
     made.map(Value::Tensor).unwrap_or(v)
 }
+
+#[cfg(test)]
+mod shrink_tests {
+    use super::*;
+
+    fn dims(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    /// A model that runs when `head` is 64 and `total` is at least `past`: the search's
+    /// "every dim to 64" leaves batch and past at 64; the shrink takes them down to the
+    /// smallest candidates that still run, and never onto the dims to avoid.
+    #[test]
+    fn shrink_takes_each_dim_to_the_smallest_that_runs_and_avoids_the_realistic_dims() {
+        let params: Vec<String> = ["batch", "head", "past", "total"]
+            .map(String::from)
+            .to_vec();
+        let candidates = [1, 2, 4, 8, 32, 64];
+        let mut run = |d: &BTreeMap<String, i64>| -> Attempt {
+            if d["head"] == 64 && d["total"] >= d["past"] {
+                Ok(())
+            } else {
+                Err((0, "head must be 64".into()))
+            }
+        };
+        let found = dims(&[("batch", 64), ("head", 64), ("past", 64), ("total", 64)]);
+        let shrunk = shrink(found.clone(), &params, &candidates, &mut run, None);
+        assert_eq!(
+            shrunk,
+            dims(&[("batch", 1), ("head", 64), ("past", 1), ("total", 1)])
+        );
+        let avoid = dims(&[("batch", 1), ("head", 64), ("past", 1), ("total", 1)]);
+        let shrunk = shrink(found, &params, &candidates, &mut run, Some(&avoid));
+        assert_ne!(shrunk, avoid);
+        assert_eq!(shrunk["head"], 64);
+        assert!(
+            shrunk["batch"] == 1 && shrunk["total"] >= shrunk["past"],
+            "{shrunk:?}"
+        );
+    }
+}

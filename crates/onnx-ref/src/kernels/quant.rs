@@ -447,11 +447,10 @@ mod tests {
                 Some(&Tensor::from_vec(&zp_shape(bzp_len), bzp.clone()).unwrap()),
             )
             .unwrap();
-            let wide = |v: &[i64]| v.to_vec();
             let (want_shape, want) = naive(
-                &wide(&a.iter().map(|&x| x as i64).collect::<Vec<_>>()),
+                &a.iter().map(|&x| x as i64).collect::<Vec<_>>(),
                 ash,
-                &wide(&b.iter().map(|&x| x as i64).collect::<Vec<_>>()),
+                &b.iter().map(|&x| x as i64).collect::<Vec<_>>(),
                 bsh,
                 &azp.iter().map(|&x| x as i64).collect::<Vec<_>>(),
                 &bzp.iter().map(|&x| x as i64).collect::<Vec<_>>(),
