@@ -146,6 +146,7 @@ impl Analysis<ONode> for OnnxAnalysis {
             &mut changed_b,
         );
         take(&mut a.sym, b.sym, &mut changed_a, &mut changed_b);
+        take(&mut a.splat, b.splat, &mut changed_a, &mut changed_b);
         take(
             &mut a.tuple_types,
             b.tuple_types,

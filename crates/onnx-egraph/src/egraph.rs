@@ -141,6 +141,11 @@ pub struct ClassData {
     pub(crate) ty: Option<TypeProto>,
     /// The constant the value equals.
     pub(crate) constant: Option<ConstId>,
+    /// A one-element constant every element of the value equals, where the value itself is
+    /// not a known constant (its shape may be symbolic): `ConstantOfShape(Shape(x))`, and what
+    /// only moves or repeats its elements (Reshape, Expand, Gather, Slice, ...). Literal
+    /// patterns and `all_equal` see it.
+    pub(crate) splat: Option<ConstId>,
     /// For tuple classes whose op folded: the constant of each output.
     pub(crate) tuple_constants: Option<Vec<Option<ConstId>>>,
     /// For int64 shape vectors/scalars: the value with symbolic dims (`Shape(x)` of

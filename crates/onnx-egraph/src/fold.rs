@@ -10,7 +10,7 @@ use onnx_proto::{AttributeProto, NodeProto};
 use onnx_schema::infer::{InputInfo, SymDim};
 
 use crate::egraph::{ClassData, OnnxEGraph};
-use crate::lang::{NodeKind, OpId};
+use crate::lang::{ConstId, NodeKind, OpId};
 use crate::tables::OpInfo;
 
 /// Ops never folded even with constant inputs: their value is not a function of the inputs, or
@@ -48,7 +48,10 @@ pub(crate) fn analyze_op(egraph: &mut OnnxEGraph, op: OpId, children: &[Id]) -> 
         && info.has_schema
         && !has_graph
         && !NEVER_FOLD.contains(&info.op_type.as_str());
-    let inferred = infer_op(egraph, &info, &attribute, &children[n_attrs..]);
+    let mut inferred = infer_op(egraph, &info, &attribute, &children[n_attrs..]);
+    if inferred.constant.is_none() {
+        inferred.splat = splat(egraph, &info, &attribute, &children[n_attrs..]);
+    }
     if foldable && inferred.constant.is_none() {
         if let Some(data) = fold_view(egraph, &info, &inferred, &children[n_attrs..]) {
             return data;
@@ -63,6 +66,70 @@ pub(crate) fn analyze_op(egraph: &mut OnnxEGraph, op: OpId, children: &[Id]) -> 
         }
     }
     inferred
+}
+
+/// Ops whose every output element is an element of their first input: where that input holds
+/// one value everywhere, so does the output.
+const SPLAT_KEEPING: &[&str] = &[
+    "Identity",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Expand",
+    "Transpose",
+    "Slice",
+    "Tile",
+    "Gather",
+    "GatherElements",
+    "GatherND",
+];
+
+/// The one-element constant every element of the op's output equals, where the analysis can
+/// tell (`ClassData::splat`): ConstantOfShape's value, or a [`SPLAT_KEEPING`] op of a splat or
+/// of a one-element constant.
+fn splat(
+    egraph: &mut OnnxEGraph,
+    info: &OpInfo,
+    attribute: &[AttributeProto],
+    inputs: &[Id],
+) -> Option<ConstId> {
+    if !info.domain.is_empty() || info.is_tuple {
+        return None;
+    }
+    if info.op_type == "ConstantOfShape" {
+        let value = match attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some("value"))
+        {
+            Some(a) => a.t.clone()?,
+            None => onnx_proto::TensorProto {
+                dims: vec![1],
+                data_type: Some(onnx_proto::tensor_proto::DataType::Float as i32),
+                raw_data: Some(vec![0u8; 4].into()),
+                ..Default::default()
+            },
+        };
+        return (value.dims.iter().product::<i64>() == 1)
+            .then(|| egraph.analysis.consts.intern(value));
+    }
+    if !SPLAT_KEEPING.contains(&info.op_type.as_str()) {
+        return None;
+    }
+    let d = &egraph[*inputs.first()?].data;
+    d.splat.or_else(|| {
+        d.constant.filter(|&k| {
+            egraph
+                .analysis
+                .consts
+                .get(k)
+                .tensor
+                .dims
+                .iter()
+                .product::<i64>()
+                == 1
+        })
+    })
 }
 
 /// Ops whose output holds the bytes of their first input unchanged, only with other dims.

@@ -298,7 +298,10 @@ impl Evaluator<'_> {
             ("all_equal" | "any_equal", [v, x]) => {
                 let x = x.as_f64()?;
                 let vals: Vec<f64> = match v {
-                    Val::Class(c) => decode(eg, eg[*c].data.constant?)?.to_f64_vec().ok()?,
+                    Val::Class(c) => {
+                        let d = &eg[*c].data;
+                        decode(eg, d.constant.or(d.splat)?)?.to_f64_vec().ok()?
+                    }
                     Val::List(l) => l.iter().map(|e| e.as_f64()).collect::<Option<_>>()?,
                     other => vec![other.as_f64()?],
                 };

@@ -6,7 +6,7 @@
 //! the same number of operands, then operands are matched in every order).
 
 use egg::Id;
-use onnx_rules::ir::{AttrPat, InputPat, OpHead, OpPat, OpRef, Pat, PatId, Rule};
+use onnx_rules::ir::{AttrPat, InputPat, Literal, OpHead, OpPat, OpRef, Pat, PatId, Rule};
 use onnx_rules::params::{logical_param, ParamLoc};
 
 use crate::analysis::OnnxEGraph;
@@ -132,7 +132,10 @@ impl<'a> Matcher<'a> {
                     Vec::new()
                 }
             }
-            Pat::Literal(l) => match self.eg[class].data.constant {
+            Pat::Literal(l) => match self.eg[class].data.constant.or(match l {
+                Literal::List(_) => None,
+                _ => self.eg[class].data.splat,
+            }) {
                 Some(k) if const_equals_literal(self.eg, k, l) => vec![env.clone()],
                 _ => Vec::new(),
             },
