@@ -325,6 +325,12 @@ pub fn render_table(o: &Outcome) -> String {
                 dims.join(", ")
             ));
         }
+        if !r.assumed.is_empty() {
+            s.push_str(&format!(
+                "; inputs drawn under --assume {}",
+                r.assumed.join(", ")
+            ));
+        }
         if let Some(why) = &r.check_random_skipped {
             s.push_str(&format!("; random inputs stopped: {why}"));
         }

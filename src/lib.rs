@@ -45,6 +45,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod assume;
 mod files;
 mod info;
 mod input_shapes;
@@ -58,6 +59,7 @@ mod rust_rule;
 pub mod testing;
 mod verify;
 
+pub use assume::Assumption;
 pub use files::{
     check_ir, checker_warnings, optimize_file, render_table, sort_nodes, Outcome, OutputOptions,
 };
@@ -219,6 +221,16 @@ pub enum Error {
     /// contradicts its declared shape.
     #[error("--input-shape {name}: {message}")]
     BadInputShape {
+        /// The input named.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An `--assume NAME=WHAT` ([`Optimizer::assume`]) that names no input of the model, names
+    /// one twice, or cannot hold for the input (its element type has no 1, or a subgraph reads
+    /// it).
+    #[error("--assume {name}: {message}")]
+    BadAssumption {
         /// The input named.
         name: String,
         /// What is wrong.

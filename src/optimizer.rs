@@ -60,6 +60,8 @@ pub struct Optimizer {
     input_shapes: Vec<(String, Vec<i64>)>,
     /// Symbolic dims of the inputs made the same as others (`--same-dim NAME=OTHER`).
     same_dims: Vec<(String, String)>,
+    /// What the user assumes about inputs' values (`--assume NAME=ones`).
+    assumed: Vec<(String, crate::Assumption)>,
     /// The default-domain opset a model below it is converted to when no target opset is
     /// given ([`Optimizer::target`]: the fused ops a runtime's rewrites start from).
     min_opset: Option<i64>,
@@ -157,6 +159,10 @@ pub struct Report {
     /// The realistic dims (a dim named `a + b` at the sum) half the random inputs used, where
     /// they differ from `check_dims` (ARCHITECTURE.md, "The check").
     pub check_realistic_dims: BTreeMap<String, i64>,
+    /// The assumptions about input values the model was optimized and checked under
+    /// (`attention_mask=ones`, [`Optimizer::assume`]); the output equals the input model on
+    /// inputs that satisfy them.
+    pub assumed: Vec<String>,
     /// Each pass of the pipeline, in order, with what it changed (`"splice-constant-ifs" ->
     /// {"spliced_ifs": 2}`); in `--report`, a map from pass name to its run.
     pub passes: crate::passes::PassRuns,
@@ -194,6 +200,7 @@ impl Optimizer {
             outputs: Vec::new(),
             input_shapes: Vec::new(),
             same_dims: Vec::new(),
+            assumed: Vec::new(),
             min_opset: None,
         }
     }
@@ -322,6 +329,30 @@ impl Optimizer {
     /// ```
     pub fn same_dim(mut self, name: &str, other: &str) -> Self {
         self.same_dims.push((name.to_string(), other.to_string()));
+        self
+    }
+
+    /// `--assume NAME=ones`: the graph input `name` holds ones (true for bool) whatever its
+    /// shape, as an LLM's `attention_mask` does when no sequence is padded. Every node that read
+    /// it reads `ConstantOfShape(Shape(name))` instead, so what is computed from its values
+    /// folds; the input stays in the interface, and the check draws its inputs under the
+    /// assumption. The output is equal to the input model only on inputs that satisfy it:
+    ///
+    /// ```
+    /// let model = onnx_opt::parse_text(
+    ///     r#"<ir_version: 8, opset_import: ["" : 13]>
+    ///        g (float[n] x, bool[n] m) => (float[n] y) { z = Neg(x) y = Where(m, x, z) }"#,
+    /// )?;
+    /// let out = onnx_opt::Optimizer::new()
+    ///     .assume("m", onnx_opt::Assumption::Ones)
+    ///     .optimize(&model)?;
+    /// let g = &out.model.graph;
+    /// assert!(g.nodes_in_order().all(|(_, n)| n.op_type.as_str() != "Where"), "y is x");
+    /// assert_eq!(g.inputs.len(), 2, "m stays in the interface");
+    /// # Ok::<(), onnx_opt::Error>(())
+    /// ```
+    pub fn assume(mut self, name: &str, what: crate::Assumption) -> Self {
+        self.assumed.push((name.to_string(), what));
         self
     }
 
@@ -594,6 +625,7 @@ impl Optimizer {
         let model = match self.outputs.is_empty()
             && self.input_shapes.is_empty()
             && self.same_dims.is_empty()
+            && self.assumed.is_empty()
         {
             true => model,
             false => {
@@ -603,6 +635,7 @@ impl Optimizer {
                 };
                 crate::input_shapes::same_dims(&mut m, &self.same_dims)?;
                 crate::input_shapes::set_input_shapes(&mut m, &self.input_shapes)?;
+                crate::assume::apply(&mut m, &self.assumed)?;
                 prepared = m;
                 &prepared
             }
@@ -668,6 +701,11 @@ impl Optimizer {
                 check_opaque: checked.opaque,
                 check_dims: checked.dims,
                 check_realistic_dims: checked.realistic_dims,
+                assumed: self
+                    .assumed
+                    .iter()
+                    .map(|(n, a)| format!("{n}={a}"))
+                    .collect(),
                 passes,
                 optimize_ms,
                 estimate_before: egraph.main.estimate_before,

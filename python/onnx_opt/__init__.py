@@ -193,6 +193,7 @@ def optimize(
     target: Optional[str] = None,
     input_shapes: Union[None, Mapping[str, Sequence[int]], Iterable[str]] = None,
     same_dims: Optional[Mapping[str, str]] = None,
+    assume: Optional[Mapping[str, str]] = None,
     skip_rules: Union[None, str, Iterable[str]] = None,
     outputs: Union[None, str, Iterable[str]] = None,
     cost: Optional[str] = None,
@@ -229,6 +230,10 @@ def optimize(
             each name is replaced in every declaration, the output's included (an assumption
             about the inputs the model will get, which the check keeps; for example one
             KV-cache length for every layer where torch's dynamo exporter names one per layer).
+        assume: assumptions about inputs' values, ``{"attention_mask": "ones"}``: every
+            element is 1 (true), as when no sequence is padded. What is computed from them
+            folds; the input stays in the interface, and the check draws its inputs under the
+            assumption, so the result equals the model only on inputs that satisfy it.
         skip_rules: leave out rules, rule files, labels or passes by name.
         outputs: keep only these graph outputs.
         cost: the extraction cost model, ``"latency"`` or ``"nodes"``.
@@ -254,7 +259,8 @@ def optimize(
         ModelError: the model cannot be read or fails the checker.
         RuleError: a rule file or rule text is wrong.
         OptionError: an unknown rule, pipeline or output, a contradicting input shape, a
-            ``same_dims`` name no input declares, or
+            ``same_dims`` name no input declares, an ``assume`` that names no input or cannot
+            hold for it, or
             ``reuse_external_data`` where the output cannot refer to the input's data files.
 
     >>> import onnx_opt
@@ -277,6 +283,7 @@ def optimize(
         target=target,
         input_shapes=_input_shapes(input_shapes),
         same_dims=[(str(k), str(v)) for k, v in (same_dims or {}).items()],
+        assume=[(str(k), str(v)) for k, v in (assume or {}).items()],
         skip=_names(skip_rules),
         outputs=_names(outputs),
         cost=cost,

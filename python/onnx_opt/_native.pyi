@@ -24,6 +24,7 @@ def optimize(
     target: Optional[str] = None,
     input_shapes: Sequence[Tuple[str, Sequence[int]]] = ...,
     same_dims: Sequence[Tuple[str, str]] = ...,
+    assume: Sequence[Tuple[str, str]] = ...,
     skip: Sequence[str] = ...,
     outputs: Sequence[str] = ...,
     cost: Optional[str] = None,

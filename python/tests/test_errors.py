@@ -174,6 +174,8 @@ def test_model_error_on_bad_text():
         ({"input_shapes": ["x:2,three"]}, "three"),
         ({"same_dims": {"M": "N"}}, "same_dims: M"),  # no input declares M
         ({"same_dims": {"N": "a + b"}}, "a + b"),
+        ({"assume": {"nope": "ones"}}, "assume: nope: not an input of the model"),
+        ({"assume": {"x": "zeros"}}, "unknown assumption 'zeros'"),
         ({"outputs": ["not_an_output"]}, "not_an_output"),
         ({"outputs": ["y", "y"]}, "y"),
         ({"pipeline": "no_such_pipeline"}, "no_such_pipeline"),

@@ -222,6 +222,26 @@ def test_same_dims_tie_symbols_in_the_interface():
     assert_outputs_close(ort_run(out, feeds), ort_run(model, feeds))
 
 
+def test_assume_ones_folds_what_the_mask_computes_and_keeps_the_input():
+    # y = x where the mask holds, else -x: under the mask of ones, y is x.
+    model = parse(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (float[b, n] x, int64[b, n] mask) => (float[b, n] y) {
+          c = Cast <to = 9> (mask)
+          z = Neg(x)
+          y = Where(c, x, z)
+        }"""
+    )
+    out, rep = onnx_opt.optimize(model, assume={"mask": "ones"}, report=True)
+    assert [i.name for i in out.graph.input] == ["x", "mask"]
+    assert "Where" not in op_histogram(out) and "Neg" not in op_histogram(out)
+    assert rep["assumed"] == ["mask=ones"]
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "mask": np.ones((2, 3), np.int64)}
+    assert_outputs_close(ort_run(out, feeds), ort_run(model, feeds))
+    # Without the assumption nothing folds.
+    assert "Where" in op_histogram(onnx_opt.optimize(model))
+
+
 def _firings(rep):
     """Firings per rule in the main graph's report, as the report's JSON has them."""
     found = {}

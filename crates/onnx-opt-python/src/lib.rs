@@ -86,6 +86,7 @@ fn to_py(err: Error) -> PyErr {
         ("--skip ", "skip_rules: "),
         ("--input-shape ", "input_shapes: "),
         ("--same-dim ", "same_dims: "),
+        ("--assume ", "assume: "),
         ("--outputs ", "outputs: "),
     ] {
         if let Some(rest) = message.strip_prefix(flag) {
@@ -196,6 +197,7 @@ fn fill_fields(err: &Error, f: &Bound<'_, PyDict>) -> PyResult<&'static str> {
         }
         Error::BadInputShape { .. }
         | Error::BadDim { .. }
+        | Error::BadAssumption { .. }
         | Error::BadOutput { .. }
         | Error::UnknownSkip { .. }
         | Error::Pipeline { .. } => "option",
@@ -221,6 +223,7 @@ struct Options {
     target: Option<String>,
     input_shapes: Vec<(String, Vec<i64>)>,
     same_dims: Vec<(String, String)>,
+    assume: Vec<(String, String)>,
     skip: Vec<String>,
     outputs: Vec<String>,
     cost: Option<String>,
@@ -258,6 +261,12 @@ impl Options {
         }
         for (name, other) in &self.same_dims {
             o = o.same_dim(name, other);
+        }
+        for (name, what) in &self.assume {
+            let what: onnx_opt::Assumption = what
+                .parse()
+                .map_err(|e: String| option_error(format!("assume: {name}: {e}")))?;
+            o = o.assume(name, what);
         }
         for (name, dims) in &self.input_shapes {
             o = o.input_shape(name, dims);
@@ -422,8 +431,8 @@ fn optimize_impl(
     path=None, data=None, base_dir=None, output=None, *,
     pipeline="default".to_string(), check=3, require_check=false, rules=vec![],
     rules_text=vec![], builtin_rules=true, target_opset=None, target=None, input_shapes=vec![],
-    same_dims=vec![], skip=vec![], outputs=vec![], cost=None, fold=true, unsafe_rules=false,
-    dims=vec![],
+    same_dims=vec![], assume=vec![], skip=vec![], outputs=vec![], cost=None, fold=true,
+    unsafe_rules=false, dims=vec![],
     external_threshold=None, reuse_external_data=false
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -443,6 +452,7 @@ fn optimize(
     target: Option<String>,
     input_shapes: Vec<(String, Vec<i64>)>,
     same_dims: Vec<(String, String)>,
+    assume: Vec<(String, String)>,
     skip: Vec<String>,
     outputs: Vec<String>,
     cost: Option<String>,
@@ -464,6 +474,7 @@ fn optimize(
         target,
         input_shapes,
         same_dims,
+        assume,
         skip,
         outputs,
         cost,

@@ -169,6 +169,9 @@ fn optimize(args: super::OptimizeArgs) -> Result<u8> {
     for (name, other) in &args.same_dims {
         optimizer = optimizer.same_dim(name, other);
     }
+    for (name, what) in &args.assumed {
+        optimizer = optimizer.assume(name, *what);
+    }
     for (name, dims) in &args.input_shapes {
         optimizer = optimizer.input_shape(name, dims);
     }

@@ -116,6 +116,12 @@ pub struct OptimizeArgs {
     /// every layer, where torch's dynamo exporter names one per layer).
     #[arg(long = "same-dim", value_name = "NAME=OTHER", value_parser = parse_same_dim)]
     pub same_dims: Vec<(String, String)>,
+    /// Assume an input's values (repeatable): `--assume attention_mask=ones` takes every
+    /// element as 1 (true), as when no sequence is padded. What is computed from them folds;
+    /// the input stays in the interface, and the check draws its inputs under the assumption,
+    /// so the output equals the input model only on inputs that satisfy it.
+    #[arg(long = "assume", value_name = "NAME=ones", value_parser = parse_assume)]
+    pub assumed: Vec<(String, onnx_opt::Assumption)>,
     /// Keep only these graph outputs, in this order (`--outputs a b` or `--outputs a,b`); what
     /// only the others needed is removed.
     #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
@@ -288,6 +294,16 @@ fn parse_same_dim(s: &str) -> anyhow::Result<(String, String)> {
             Ok((name.trim().to_string(), other.trim().to_string()))
         }
         _ => anyhow::bail!("expected NAME=OTHER, got '{s}'"),
+    }
+}
+
+fn parse_assume(s: &str) -> anyhow::Result<(String, onnx_opt::Assumption)> {
+    match s.split_once('=') {
+        Some((name, what)) if !name.trim().is_empty() => {
+            let what = what.trim().parse().map_err(anyhow::Error::msg)?;
+            Ok((name.trim().to_string(), what))
+        }
+        _ => anyhow::bail!("expected NAME=ones, got '{s}'"),
     }
 }
 

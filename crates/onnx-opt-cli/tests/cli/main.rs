@@ -630,3 +630,78 @@ g (float[b, s] x, float[b, p0] c0, float[b, p1] c1) => (int64[1] n0, int64[1] n1
     let o = onnx_opt(&[&m, &"-o", &out, &"--same-dim", &"p1"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
 }
+
+#[test]
+fn assume_ones_folds_the_padding_half_of_a_mask_and_keeps_the_input() {
+    // A decoder's mask: the causal half And the padding half read from attention_mask. Under
+    // `--assume attention_mask=ones` the padding half is true everywhere and goes.
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("mask.onnxtxt");
+    std::fs::write(
+        &m,
+        r#"<ir_version: 8, opset_import: ["" : 13]>
+g (bool[b, s, t] causal, int64[b, t] attention_mask, float[b, s, t] scores) => (float[b, s, t] y) {
+  ax = Constant <value = int64[1] {1}> ()
+  pad = Cast <to = 9> (attention_mask)
+  p = Unsqueeze(pad, ax)
+  keep = And(causal, p)
+  low = Constant <value = float {-1e9}> ()
+  y = Where(keep, scores, low)
+}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out.onnx");
+    let o = onnx_opt(&[&m, &"-o", &out, &"--assume", &"attention_mask=ones"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("inputs drawn under --assume attention_mask=ones"),
+        "{}",
+        stdout(&o)
+    );
+    let text = stdout(&onnx_opt(&[&"print", &out]));
+    assert!(
+        text.contains("int64[b,t] attention_mask"),
+        "the input stays: {text}"
+    );
+    for op in ["Cast", "Unsqueeze", "And"] {
+        assert!(!text.contains(&format!("{op} (")), "{op} folded: {text}");
+    }
+    std::fs::remove_file(&out).unwrap();
+    let o = onnx_opt(&[&m, &"-o", &out, &"--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&onnx_opt(&[&"print", &out]));
+    assert!(text.contains("And ("), "without the assumption: {text}");
+    std::fs::remove_file(&out).unwrap();
+    for (given, why) in [
+        (
+            "mask=ones",
+            "--assume mask: not an input of the model (its inputs: causal, attention_mask, scores)",
+        ),
+        (
+            "attention_mask=ones,attention_mask=ones",
+            "unknown assumption",
+        ),
+    ] {
+        let o = onnx_opt(&[&m, &"-o", &out, &"--assume", &given]);
+        assert_ne!(o.status.code(), Some(0), "{given}");
+        assert!(stderr(&o).contains(why), "{}", stderr(&o));
+        assert!(!out.exists(), "nothing is written");
+    }
+    let o = onnx_opt(&[
+        &m,
+        &"-o",
+        &out,
+        &"--assume",
+        &"attention_mask=ones",
+        &"--assume",
+        &"attention_mask=ones",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--assume attention_mask: named twice"),
+        "{}",
+        stderr(&o)
+    );
+    let o = onnx_opt(&[&m, &"-o", &out, &"--assume", &"attention_mask"]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+}
