@@ -80,15 +80,9 @@ pub(crate) fn apply(model: &mut Model, assumed: &[(String, Assumption)]) -> Resu
             return Err(bad("named twice".into()));
         }
         let Some(&input) = g.inputs.iter().find(|&&v| &*g.value(v).name == name) else {
-            let inputs: Vec<String> = g
-                .inputs
-                .iter()
-                .filter(|&&v| g.value(v).initializer.is_none())
-                .map(|&v| g.value(v).name.to_string())
-                .collect();
             return Err(bad(format!(
                 "not an input of the model (its inputs: {})",
-                inputs.join(", ")
+                crate::input_shapes::input_names(g).join(", ")
             )));
         };
         let dtype = onnx_schema::infer::elem_type_of(

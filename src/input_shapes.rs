@@ -14,18 +14,22 @@ use onnx_proto::{type_proto, TensorShapeProto, TypeProto};
 
 use crate::Error;
 
+/// The names of the graph's inputs that are not initializers (what a caller feeds), in order.
+pub(crate) fn input_names(g: &onnx_ir::Graph) -> Vec<String> {
+    g.inputs
+        .iter()
+        .filter(|&&v| g.value(v).initializer.is_none())
+        .map(|&v| g.value(v).name.to_string())
+        .collect()
+}
+
 /// Gives each named graph input its shape (see the module documentation).
 pub(crate) fn set_input_shapes(
     model: &mut Model,
     shapes: &[(String, Vec<i64>)],
 ) -> Result<(), Error> {
     let g = &mut model.graph;
-    let inputs: Vec<String> = g
-        .inputs
-        .iter()
-        .filter(|&&v| g.value(v).initializer.is_none())
-        .map(|&v| g.value(v).name.to_string())
-        .collect();
+    let inputs = input_names(g);
     let mut symbols: BTreeMap<String, i64> = BTreeMap::new();
     for (name, dims) in shapes {
         let bad = |message: String| Error::BadInputShape {
