@@ -197,28 +197,34 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
         assert_outputs_close(actual, expected)
 
 
-#: Optimum's sdpa decoders whose causal mask is built as `ort_group_query_attention_causal`
-#: reads it (Gemma-2/3 and Mistral add a sliding window, which it does not take).
-UNPADDED = ["llama_optimum", "qwen2_optimum", "qwen3_optimum", "phi3_optimum", "granite_optimum", "olmo2_optimum",
-            "gpt2_optimum", "phi_optimum", "cohere_optimum", "qwen3_moe_optimum"]
+#: Optimum's sdpa decoders, with the layers whose mask has a sliding window
+#: (`ort_group_query_attention_sliding_window`; the others are causal alone): Mistral's every
+#: layer, Gemma-2's and Gemma-3's first of two. Their tiny windows (4) are shorter than the
+#: decode case's 7 keys, so the window bites.
+UNPADDED = {"llama_optimum": 0, "qwen2_optimum": 0, "qwen3_optimum": 0, "phi3_optimum": 0, "granite_optimum": 0,
+            "olmo2_optimum": 0, "gpt2_optimum": 0, "phi_optimum": 0, "cohere_optimum": 0, "qwen3_moe_optimum": 0,
+            "mistral_optimum": 2, "gemma2_optimum": 1, "gemma3_optimum": 1}
 
 
-@pytest.mark.parametrize("name", UNPADDED)
+@pytest.mark.parametrize("name", sorted(UNPADDED))
 def test_assume_unpadded_mask_gives_causal_group_query_attention(name):
     """`assume={"attention_mask": "ones"}`: the padding half of the mask folds away, what is
     left is the causal mask alone, and each layer becomes one GroupQueryAttention with its own
-    causal masking and no attention_bias (the builder's form), with no mask computed in the
-    graph. onnxruntime's outputs equal the export's on unpadded decode and prompt feeds."""
+    causal masking (and local_window_size for a sliding window) and no attention_bias (the
+    builder's form), with no mask computed in the graph. onnxruntime's outputs equal the export's on unpadded decode and prompt feeds."""
     original = onnx.load(str(OPTIMUM / name / "model.onnx"))
     lowered = onnx_opt.optimize(original, target="onnxruntime", unsafe_rules=True,
                                 assume={"attention_mask": "ones"})
     onnx.checker.check_model(lowered)
     ops = op_histogram(lowered)
     assert (ops["GroupQueryAttention"], ops["Attention"]) == (2, 0), ops
+    windows = 0
     for node in lowered.graph.node:
         if node.op_type == "GroupQueryAttention":
             assert len(node.input) == 7, list(node.input)  # no attention_bias
-    assert ops["Where"] == 0 and ops["LessOrEqual"] == 0 and ops["Range"] == 0, ops
+            windows += any(a.name == "local_window_size" and a.i > 0 for a in node.attribute)
+    assert windows == UNPADDED[name], lowered.graph.node
+    assert ops["Where"] == 0 and ops["LessOrEqual"] == 0 and ops["Greater"] == 0, ops
     assert [i.name for i in lowered.graph.input] == [i.name for i in original.graph.input]
     for b, s, p, _ in ORT_CASES:
         feeds = _feeds(original, b, s, p, 0)
