@@ -11,8 +11,9 @@
 //! stays the input.
 //!
 //! Errors ([`Error::BadAssumption`]): a name that is not a graph input, an input named twice,
-//! an element type with no 1 (string, complex), or an input that a subgraph reads from the
-//! main graph (its reads are by name, and are not rewritten).
+//! an element type with no 1 (string, complex), a model below opset 9 (ConstantOfShape; 20 for
+//! a bfloat16 input), or an input that a subgraph reads from the main graph (its reads are by
+//! name, and are not rewritten).
 
 use onnx_ir::onnx_proto::{tensor_proto::DataType, AttributeProto, TensorProto};
 use onnx_ir::{Attribute, AttributeValue, Model, Node, Value};
@@ -66,6 +67,8 @@ pub(crate) fn apply(model: &mut Model, assumed: &[(String, Assumption)]) -> Resu
     if assumed.is_empty() {
         return Ok(());
     }
+    // ConstantOfShape is opset 9's; its bfloat16 value, opset 20's.
+    let opset = model.opset_version("");
     let mut names = std::collections::BTreeSet::new();
     crate::passes::names::collect_names(&model.graph, &mut names);
     let g = &mut model.graph;
@@ -98,6 +101,17 @@ pub(crate) fn apply(model: &mut Model, assumed: &[(String, Assumption)]) -> Resu
                 crate::elem_type_name(Some(dtype))
             ))
         })?;
+        let least = match DataType::try_from(dtype) {
+            Ok(DataType::Bfloat16) => 20,
+            _ => 9,
+        };
+        if opset.is_none_or(|v| v < least) {
+            return Err(bad(format!(
+                "the model's opset ({}) has no ConstantOfShape of its type, which the assumption \
+                 writes (opset {least} or later: convert the model first)",
+                opset.map_or("none".to_string(), |v| v.to_string())
+            )));
+        }
         let read_inside = g.nodes_in_order().any(|(_, n)| {
             n.subgraphs()
                 .any(|s| s.outer_reads().iter().any(|r| &**r == name))

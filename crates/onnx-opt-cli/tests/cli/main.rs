@@ -704,4 +704,20 @@ g (bool[b, s, t] causal, int64[b, t] attention_mask, float[b, s, t] scores) => (
     );
     let o = onnx_opt(&[&m, &"-o", &out, &"--assume", &"attention_mask"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
+    // Below opset 9 there is no ConstantOfShape to write.
+    let old = dir.path().join("old.onnxtxt");
+    std::fs::write(
+        &old,
+        r#"<ir_version: 3, opset_import: ["" : 8]>
+g (float[n] x, float[n] m) => (float[n] y) { y = Mul(x, m) }"#,
+    )
+    .unwrap();
+    let o = onnx_opt(&[&old, &"-o", &out, &"--assume", &"m=ones"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--assume m: the model's opset (8) has no ConstantOfShape"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "nothing is written");
 }
