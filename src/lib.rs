@@ -227,8 +227,8 @@ pub enum Error {
         message: String,
     },
     /// An `--assume NAME=WHAT` ([`Optimizer::assume`]) that names no input of the model, names
-    /// one twice, or cannot hold for the input (its element type has no 1, or a subgraph reads
-    /// it).
+    /// one twice, or cannot hold for the input (its element type has no 1, the model's opset has
+    /// no ConstantOfShape of that type, or a subgraph reads it).
     #[error("--assume {name}: {message}")]
     BadAssumption {
         /// The input named.
