@@ -124,21 +124,15 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
     get one GroupQueryAttention per layer with its present outputs (onnxruntime's Attention
     kernel zeroes a row such a mask masks whole, where the export averages). Optimum's sdpa
     exports (a -inf mask, `unsafe_rules`, which they need anyway) keep the standard Attention in
-    its 3-D form, which onnxruntime runs faster and computes as the standard does; dynamo's (keys repeated and concatenated outside Attention) get one MultiHeadAttention per
-    layer, with `unsafe_rules` (it gives 0 where a NaN query or key makes Attention NaN). The
-    padded prompt case has such a row."""
+    its 3-D form, which onnxruntime runs faster and computes as the standard does. Dynamo's
+    (keys concatenated to the cache and repeated, their Reshape's sequence dim written -1)
+    get one GroupQueryAttention per layer as TorchScript's do, with no unsafe rule. The padded
+    prompt case has such a row."""
     original = onnx.load(str(folder / "model.onnx"))
-    dynamo = "dynamo" in folder.name
-    lowered = onnx_opt.optimize(original, target="onnxruntime", unsafe_rules=unsafe or dynamo)
+    lowered = onnx_opt.optimize(original, target="onnxruntime", unsafe_rules=unsafe)
     onnx.checker.check_model(lowered)
     ops = op_histogram(lowered)
-    if dynamo and "gemma2" in folder.name:
-        # MultiHeadAttention has no softcap: Gemma-2's capped attention stays Attention (23),
-        # which onnxruntime runs.
-        assert (ops["MultiHeadAttention"], ops["Attention"]) == (0, layers), ops
-    elif dynamo:
-        assert (ops["MultiHeadAttention"], ops["Attention"]) == (layers, 0), ops
-    elif unsafe:
+    if unsafe:
         # A mask that may hold -inf: onnxruntime's Attention kernel computes the standard's
         # output (a row masked whole is 0), so the standard op stays, with no sequence lengths
         # and no NaN guard; in its 3-D form where the views around it cancel (not where q/k
@@ -158,7 +152,7 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
             assert node.domain == "com.microsoft"
         if node.op_type == "GroupQueryAttention":
             assert len(node.output) == 3 and all(node.output), node.output
-    if folder.name.startswith("gemma2_torchscript"):
+    if folder.name.startswith(("gemma2_torchscript", "gemma2_dynamo")):
         for node in lowered.graph.node:
             if node.op_type == "GroupQueryAttention":
                 assert [a.f for a in node.attribute if a.name == "softcap"] == [5.0], node
@@ -183,22 +177,11 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
             continue  # dynamo's exports fix the batch at 2
         feeds = _feeds(original, b, s, p, pad)
         actual, expected = ort_run(lowered, feeds), ort_run(original, feeds)
-        if dynamo and ops["Attention"] and pad and p == 0:
-            # An opset-23 Attention left in (dynamo's Gemma-2: MultiHeadAttention has no
-            # softcap) meets onnxruntime 1.31.1's Attention kernel on a first prompt's padded
-            # token, whose query sees no key under the lowest-float mask: the export averages
-            # every value there and that kernel does not (see the fused test above). The row is
-            # padding; its logits, and the later layers' presents at it, are left out.
-            for out in (expected, actual):
-                out["logits"][0, :pad] = 0
-                for name, v in out.items():
-                    if name.startswith("present.") and not name.startswith("present.0."):
-                        v[0, :, :pad] = 0
         assert_outputs_close(actual, expected)
 
 
 #: Optimum's sdpa decoders, with the layers whose mask has a sliding window
-#: (`ort_group_query_attention_sliding_window`; the others are causal alone): Mistral's every
+#: (`ort_group_query_attention_sliding_window`; the others are causal alone, `attention_causal_mask`): Mistral's every
 #: layer, Gemma-2's and Gemma-3's first of two. Their tiny windows (4) are shorter than the
 #: decode case's 7 keys, so the window bites.
 UNPADDED = {"llama_optimum": 0, "qwen2_optimum": 0, "qwen3_optimum": 0, "phi3_optimum": 0, "granite_optimum": 0,
@@ -207,28 +190,41 @@ UNPADDED = {"llama_optimum": 0, "qwen2_optimum": 0, "qwen3_optimum": 0, "phi3_op
 
 
 @pytest.mark.parametrize("name", sorted(UNPADDED))
-def test_assume_unpadded_mask_gives_causal_group_query_attention(name):
+def test_assume_unpadded_mask_gives_causal_attention(name):
     """`assume={"attention_mask": "ones"}`: the padding half of the mask folds away, what is
-    left is the causal mask alone, and each layer becomes one GroupQueryAttention with its own
-    causal masking (and local_window_size for a sliding window) and no attention_bias (the
-    builder's form), with no mask computed in the graph. onnxruntime's outputs equal the export's on unpadded decode and prompt feeds."""
+    left is the causal mask alone, which becomes the standard Attention's `is_causal` (no mask
+    input, none computed in the graph), at opset 23 and for onnxruntime, where the causal layers
+    keep that form on the 3-D views (onnxruntime runs it faster than GroupQueryAttention with
+    its sequence lengths: benches/README.md) and a sliding window's become GroupQueryAttention
+    with local_window_size and no attention_bias. onnxruntime's outputs equal the export's on
+    unpadded decode and prompt feeds."""
     original = onnx.load(str(OPTIMUM / name / "model.onnx"))
-    lowered = onnx_opt.optimize(original, target="onnxruntime", unsafe_rules=True,
-                                assume={"attention_mask": "ones"})
-    onnx.checker.check_model(lowered)
-    ops = op_histogram(lowered)
-    assert (ops["GroupQueryAttention"], ops["Attention"]) == (2, 0), ops
-    windows = 0
-    for node in lowered.graph.node:
-        if node.op_type == "GroupQueryAttention":
-            assert len(node.input) == 7, list(node.input)  # no attention_bias
-            windows += any(a.name == "local_window_size" and a.i > 0 for a in node.attribute)
-    assert windows == UNPADDED[name], lowered.graph.node
-    assert ops["Where"] == 0 and ops["LessOrEqual"] == 0 and ops["Greater"] == 0, ops
-    assert [i.name for i in lowered.graph.input] == [i.name for i in original.graph.input]
-    for b, s, p, _ in ORT_CASES:
-        feeds = _feeds(original, b, s, p, 0)
-        assert_outputs_close(ort_run(lowered, feeds), ort_run(original, feeds))
+    windowed = UNPADDED[name]
+    for options in ({"target_opset": 23}, {"target": "onnxruntime"}):
+        lowered = onnx_opt.optimize(original, unsafe_rules=True, assume={"attention_mask": "ones"},
+                                    **options)
+        onnx.checker.check_model(lowered)
+        ops = op_histogram(lowered)
+        if "target" in options:
+            assert (ops["GroupQueryAttention"], ops["Attention"]) == (windowed, 2 - windowed), ops
+        else:
+            # Opset 23 has no window: a sliding window's mask stays Attention's input.
+            assert ops["Attention"] == 2, ops
+        causal = 0
+        for node in lowered.graph.node:
+            if node.op_type == "GroupQueryAttention":
+                assert len(node.input) == 7, list(node.input)  # no attention_bias
+                assert any(a.name == "local_window_size" and a.i > 0 for a in node.attribute), node
+            if node.op_type == "Attention" and any(a.name == "is_causal" and a.i == 1 for a in node.attribute):
+                assert node.input[3] == "" and len(node.output) == 3 and all(node.output), node
+                causal += 1
+        assert causal == 2 - windowed, (options, ops)
+        if "target" in options or not windowed:
+            assert ops["Where"] == 0 and ops["LessOrEqual"] == 0 and ops["Greater"] == 0, (options, ops)
+        assert [i.name for i in lowered.graph.input] == [i.name for i in original.graph.input]
+        for b, s, p, _ in ORT_CASES:
+            feeds = _feeds(original, b, s, p, 0)
+            assert_outputs_close(ort_run(lowered, feeds), ort_run(original, feeds))
 
 
 #: ViT as the TorchScript exporter writes it, and Optimum's BERT and ModernBERT (sdpa attention,

@@ -166,8 +166,8 @@ fn fill_value(
 /// Whether `Reshape(Expand(Unsqueeze(k, [2]), e), r)` repeats each of k's heads (axis 1 of a
 /// rank-4 `[batch, heads, seq, size]`) n times in a row, as transformers' `repeat_kv` does:
 /// e (a shape vector, symbolic dims allowed) is `[b, h, n, s, d]` with each dim but n equal to
-/// k's or 1, and r is `[b, h * n, s, d]` (h * n may be -1; no 0, so Reshape's allowzero does not
-/// matter). The Unsqueeze is the rule's to check.
+/// k's or 1, and r is `[b, h * n, s, d]` (one entry may be -1: transformers' view writes it for
+/// h * n, dynamo's export for s; no 0, so Reshape's allowzero does not matter). The Unsqueeze is the rule's to check.
 pub(crate) fn repeats_heads(eg: &OnnxEGraph, k: Id, ev: &[SymDim], rv: &[SymDim]) -> Option<bool> {
     let ty = eg[eg.find(k)].data.ty.as_ref()?;
     let kd = onnx_schema::infer::shape_of(ty)?;
@@ -194,8 +194,25 @@ pub(crate) fn repeats_heads(eg: &OnnxEGraph, k: Id, ev: &[SymDim], rv: &[SymDim]
     if n < 1 {
         return Some(false);
     }
-    let heads_ok = rv[1].known() == Some(-1) || rv[1].known() == h.checked_mul(n);
-    Some(heads_ok && same(&rv[0], &kd[0]) && same(&rv[2], &kd[2]) && same(&rv[3], &kd[3]))
+    let Some(heads) = h.checked_mul(n) else {
+        return Some(false);
+    };
+    // One -1 in r, anywhere, is the dim the others leave: every other entry is the one wanted.
+    let wanted = [
+        kd[0].clone(),
+        SymDim::Known(heads),
+        kd[2].clone(),
+        kd[3].clone(),
+    ];
+    let mut inferred = 0;
+    for (got, want) in rv.iter().zip(&wanted) {
+        if got.known() == Some(-1) {
+            inferred += 1;
+        } else if !same(got, want) {
+            return Some(false);
+        }
+    }
+    Some(inferred <= 1)
 }
 
 /// How deep [`int_range`] follows a value's producers.
