@@ -181,9 +181,9 @@ def test_onnxruntime_target_runs_in_onnxruntime(folder, layers, unsafe):
 
 
 #: Optimum's sdpa decoders, with the layers whose mask has a sliding window
-#: (`ort_group_query_attention_sliding_window`; the others are causal alone, `attention_causal_mask`): Mistral's every
-#: layer, Gemma-2's and Gemma-3's first of two. Their tiny windows (4) are shorter than the
-#: decode case's 7 keys, so the window bites.
+#: (`ort_group_query_attention_sliding_window`; the others are causal alone,
+#: `attention_causal_mask`): Mistral's every layer, Gemma-2's and Gemma-3's first of two. Their
+#: tiny windows (4) are shorter than the decode case's 7 keys, so the window bites.
 UNPADDED = {"llama_optimum": 0, "qwen2_optimum": 0, "qwen3_optimum": 0, "phi3_optimum": 0, "granite_optimum": 0,
             "olmo2_optimum": 0, "gpt2_optimum": 0, "phi_optimum": 0, "cohere_optimum": 0, "qwen3_moe_optimum": 0,
             "mistral_optimum": 2, "gemma2_optimum": 1, "gemma3_optimum": 1}
@@ -194,8 +194,8 @@ def test_assume_unpadded_mask_gives_causal_attention(name):
     """`assume={"attention_mask": "ones"}`: the padding half of the mask folds away, what is
     left is the causal mask alone, which becomes the standard Attention's `is_causal` (no mask
     input, none computed in the graph), at opset 23 and for onnxruntime, where the causal layers
-    keep that form on the 3-D views (onnxruntime runs it faster than GroupQueryAttention with
-    its sequence lengths: benches/README.md) and a sliding window's become GroupQueryAttention
+    keep that form on the 3-D views (onnxruntime ran a decode step faster in that form than as
+    GroupQueryAttention with its sequence lengths: benches/README.md) and a sliding window's become GroupQueryAttention
     with local_window_size and no attention_bias. onnxruntime's outputs equal the export's on
     unpadded decode and prompt feeds."""
     original = onnx.load(str(OPTIMUM / name / "model.onnx"))

@@ -167,7 +167,8 @@ fn fill_value(
 /// rank-4 `[batch, heads, seq, size]`) n times in a row, as transformers' `repeat_kv` does:
 /// e (a shape vector, symbolic dims allowed) is `[b, h, n, s, d]` with each dim but n equal to
 /// k's or 1, and r is `[b, h * n, s, d]` (one entry may be -1: transformers' view writes it for
-/// h * n, dynamo's export for s; no 0, so Reshape's allowzero does not matter). The Unsqueeze is the rule's to check.
+/// h * n, dynamo's export for s; no 0, so Reshape's allowzero does not matter). The Unsqueeze
+/// is the rule's to check.
 pub(crate) fn repeats_heads(eg: &OnnxEGraph, k: Id, ev: &[SymDim], rv: &[SymDim]) -> Option<bool> {
     let ty = eg[eg.find(k)].data.ty.as_ref()?;
     let kd = onnx_schema::infer::shape_of(ty)?;
